@@ -1,0 +1,41 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let package = Package(
+    name: "timerd",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "timerd", targets: ["timerd"]),
+        .executable(name: "timerctl", targets: ["timerctl"]),
+    ],
+    targets: [
+        // Pure model: job specs, durations, schedules and next-fire math, the error vocabulary. No I/O.
+        .target(name: "TimerdCore"),
+        // The line protocol: framing, quoting, requests and replies. Shared by daemon and client.
+        .target(name: "TimerdProtocol", dependencies: ["TimerdCore"]),
+        // Config files -> job specs and daemon settings, with file:line diagnostics. Never logs.
+        .target(name: "TimerdConfig", dependencies: ["TimerdCore", "TimerdProtocol"]),
+        // GNU-only and fork/exec-sensitive calls Swift cannot make safely.
+        .target(name: "CTimerdSys"),
+        // Typed wrappers over Glibc: descriptors, Unix sockets, spawn, signals.
+        .target(name: "TimerdSystem", dependencies: ["CTimerdSys"]),
+        .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
+        // The running service: registry, timers, control server, command runner.
+        .target(
+            name: "TimerdDaemon",
+            dependencies: ["TimerdCore", "TimerdProtocol", "TimerdConfig", "TimerdSystem", "CSystemd"]
+        ),
+        // timerctl: verbs, flags, output, exit codes.
+        .target(name: "TimerdCLI", dependencies: ["TimerdCore", "TimerdProtocol", "TimerdSystem"]),
+        .executableTarget(name: "timerd", dependencies: ["TimerdDaemon"]),
+        .executableTarget(name: "timerctl", dependencies: ["TimerdCLI"]),
+        .testTarget(name: "TimerdCoreTests", dependencies: ["TimerdCore"]),
+        .testTarget(name: "TimerdProtocolTests", dependencies: ["TimerdProtocol"]),
+        .testTarget(name: "TimerdConfigTests", dependencies: ["TimerdConfig"]),
+        .testTarget(name: "TimerdSystemTests", dependencies: ["TimerdSystem"]),
+        .testTarget(name: "TimerdCLITests", dependencies: ["TimerdCLI"]),
+        .testTarget(name: "TimerdDaemonTests", dependencies: ["TimerdDaemon"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["TimerdProtocol", "TimerdSystem"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,201 @@
+// GNU-only and fork/exec-sensitive calls for TimerdSystem. See include/CTimerdSys.h.
+#define _GNU_SOURCE
+
+#include "CTimerdSys.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+// Kernel headers older than 5.3 lack these numbers; they are the same on every architecture.
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+
+int tsys_pidfd_open(pid_t pid) {
+    // pidfds are always close-on-exec; flags must be 0 (PIDFD_NONBLOCK only changes waitid).
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+int tsys_pidfd_send_signal(int pidfd, int sig) {
+    return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
+}
+
+int tsys_accept4_cloexec_nonblock(int fd) {
+    return accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+}
+
+int tsys_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+        return -1;
+    }
+    *pid = cred.pid;
+    *uid = cred.uid;
+    *gid = cred.gid;
+    return 0;
+}
+
+int tsys_pipe_cloexec(int fds[2], int nonblocking_read) {
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+        return -1;
+    }
+    if (nonblocking_read) {
+        int flags = fcntl(fds[0], F_GETFL);
+        if (flags < 0 || fcntl(fds[0], F_SETFL, flags | O_NONBLOCK) != 0) {
+            int saved = errno;
+            close(fds[0]);
+            close(fds[1]);
+            errno = saved;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int tsys_spawn(pid_t *pid, const char *path, char *const argv[], char *const envp[],
+               const char *cwd, int output_fd) {
+    // If the output descriptor is 0, 1 or 2, the file actions below would clobber it before
+    // it is duplicated; move it out of the way first (close-on-exec, closed again below).
+    int out = output_fd;
+    if (out < 3) {
+        out = fcntl(output_fd, F_DUPFD_CLOEXEC, 3);
+        if (out < 0) {
+            return errno;
+        }
+    }
+
+    posix_spawnattr_t attr;
+    posix_spawn_file_actions_t actions;
+    int err = posix_spawnattr_init(&attr);
+    if (err != 0) {
+        goto close_out;
+    }
+    err = posix_spawn_file_actions_init(&actions);
+    if (err != 0) {
+        goto destroy_attr;
+    }
+
+    // The caller may be a Dispatch thread with (almost) every signal blocked, and the daemon
+    // ignores SIGPIPE/SIGTERM/...; the child must start with neither (see LINUX-NOTES.md).
+    sigset_t empty, all;
+    sigemptyset(&empty);
+    sigfillset(&all);
+    short flags = POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+    if ((err = posix_spawnattr_setflags(&attr, flags)) != 0 ||
+        (err = posix_spawnattr_setsigmask(&attr, &empty)) != 0 ||
+        (err = posix_spawnattr_setsigdefault(&attr, &all)) != 0) {
+        goto destroy_all;
+    }
+
+    // Order matters: descriptors first (absolute /dev/null), then closefrom, then chdir, so
+    // a relative `path` is resolved in the new working directory, as after a shell `cd`.
+    if ((err = posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)) != 0 ||
+        (err = posix_spawn_file_actions_adddup2(&actions, out, 1)) != 0 ||
+        (err = posix_spawn_file_actions_adddup2(&actions, out, 2)) != 0 ||
+        (err = posix_spawn_file_actions_addclosefrom_np(&actions, 3)) != 0) {
+        goto destroy_all;
+    }
+    if (cwd != NULL && (err = posix_spawn_file_actions_addchdir_np(&actions, cwd)) != 0) {
+        goto destroy_all;
+    }
+
+    // glibc runs the file actions and execve in a CLONE_VFORK child and reports their errno
+    // here, so a missing program or working directory fails this call with nothing started.
+    err = posix_spawn(pid, path, &actions, &attr, argv, envp);
+
+destroy_all:
+    posix_spawn_file_actions_destroy(&actions);
+destroy_attr:
+    posix_spawnattr_destroy(&attr);
+close_out:
+    if (out != output_fd) {
+        close(out);
+    }
+    return err;
+}
+
+int tsys_wait(pid_t pid, int blocking, int *kind, int *value) {
+    int status = 0;
+    pid_t r = waitpid(pid, &status, blocking ? 0 : WNOHANG);
+    if (r <= 0) {
+        return (int)r;
+    }
+    if (WIFEXITED(status)) {
+        *kind = TSYS_WAIT_EXITED;
+        *value = WEXITSTATUS(status);
+    } else {
+        // Without WUNTRACED/WCONTINUED, a reaped child either exited or was killed.
+        *kind = TSYS_WAIT_SIGNALED;
+        *value = WTERMSIG(status);
+    }
+    return (int)r;
+}
+
+static int set_disposition(int sig, void (*handler)(int)) {
+    struct sigaction sa = {0};
+    sa.sa_handler = handler;
+    sigemptyset(&sa.sa_mask);
+    return sigaction(sig, &sa, NULL);
+}
+
+int tsys_ignore_signal(int sig) {
+    return set_disposition(sig, SIG_IGN);
+}
+
+int tsys_default_signal(int sig) {
+    return set_disposition(sig, SIG_DFL);
+}
+
+int tsys_thread_mask_signal(int sig, int block) {
+    sigset_t set;
+    sigemptyset(&set);
+    if (sigaddset(&set, sig) != 0) {
+        return -1;
+    }
+    int err = pthread_sigmask(block ? SIG_BLOCK : SIG_UNBLOCK, &set, NULL);
+    if (err != 0) {
+        errno = err;
+        return -1;
+    }
+    return 0;
+}
+
+int tsys_thread_block_all_signals(void) {
+    sigset_t set;
+    sigfillset(&set);
+    int err = pthread_sigmask(SIG_BLOCK, &set, NULL);
+    if (err != 0) {
+        errno = err;
+        return -1;
+    }
+    return 0;
+}
+
+const char *tsys_errno_description(int err) {
+    return strerrordesc_np(err);
+}
+
+const char *tsys_errno_name(int err) {
+    return strerrorname_np(err);
+}
+
+const char *tsys_signal_abbrev(int sig) {
+    return sigabbrev_np(sig);
+}
+
+char **tsys_environ(void) {
+    return environ;
+}

@@ -1,0 +1,81 @@
+// CTimerdSys: the few Linux calls Swift cannot make directly or safely.
+//
+// They are GNU extensions hidden by a plain `import Glibc` (accept4, pipe2, struct ucred,
+// POSIX_SPAWN_SETSID, the *_np file actions), raw system calls without a glibc wrapper on older
+// systems (pidfd_open, pidfd_send_signal; syscall() is variadic and not callable from Swift), or
+// function-like macros Swift does not import (WIFEXITED and friends).
+//
+// Conventions: every function returns -1 and sets errno on failure, except tsys_spawn, which
+// returns the error number itself (like posix_spawn). Signatures use only plain POSIX types.
+// Callers own EINTR handling; nothing here retries.
+#ifndef CTIMERDSYS_H
+#define CTIMERDSYS_H
+
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// Opens a pidfd (always close-on-exec) for `pid`. Returns the fd or -1.
+int tsys_pidfd_open(pid_t pid);
+
+/// Sends `sig` to the process behind `pidfd`. Returns 0 or -1.
+int tsys_pidfd_send_signal(int pidfd, int sig);
+
+/// accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK). Returns the new fd or -1.
+int tsys_accept4_cloexec_nonblock(int fd);
+
+/// Reads SO_PEERCRED of a connected Unix socket. Returns 0 or -1.
+int tsys_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
+
+/// pipe2(fds, O_CLOEXEC | (nonblocking_read ? O_NONBLOCK on fds[0] only : 0)). Returns 0 or -1.
+int tsys_pipe_cloexec(int fds[2], int nonblocking_read);
+
+/// Starts `path` (used as is: no PATH search) with posix_spawn in a new session, with an empty
+/// signal mask and every signal at its default action, stdin from /dev/null, stdout and stderr
+/// both on `output_fd`, every other descriptor closed, and the working directory changed to
+/// `cwd` when it is not NULL. `argv` and `envp` are NULL-terminated.
+/// Returns 0 and stores the child's pid in `*pid`, or returns an errno value (nothing is started).
+int tsys_spawn(pid_t *pid, const char *path, char *const argv[], char *const envp[],
+               const char *cwd, int output_fd);
+
+#define TSYS_WAIT_EXITED 1    // `*value` is the exit code (0...255).
+#define TSYS_WAIT_SIGNALED 2  // `*value` is the terminating signal number.
+
+/// waitpid(pid, &status, blocking ? 0 : WNOHANG), decoded. Returns `pid` and fills `*kind`
+/// (a TSYS_WAIT_* value) and `*value` when the child was reaped; 0 when it is still running
+/// (non-blocking only); -1 on error.
+int tsys_wait(pid_t pid, int blocking, int *kind, int *value);
+
+/// Sets the disposition of `sig` to SIG_IGN (sa_flags 0, empty sa_mask). Returns 0 or -1.
+int tsys_ignore_signal(int sig);
+
+/// Restores the default disposition of `sig`. Returns 0 or -1.
+int tsys_default_signal(int sig);
+
+/// Adds `sig` to (block != 0) or removes it from the calling thread's signal mask.
+/// Returns 0 or -1 (pthread_sigmask's error is stored in errno).
+int tsys_thread_mask_signal(int sig, int block);
+
+/// Blocks every signal in the calling thread, as Dispatch worker threads do. Returns 0 or -1.
+int tsys_thread_block_all_signals(void);
+
+/// The English description of `err` ("No such file or directory"), or NULL if unknown.
+/// MT-safe and never localised (strerrordesc_np).
+const char *tsys_errno_description(int err);
+
+/// The symbolic name of `err` ("ENOENT"), or NULL if unknown (strerrorname_np).
+const char *tsys_errno_name(int err);
+
+/// The abbreviated name of `sig` without "SIG" ("TERM"), or NULL if unknown (sigabbrev_np).
+const char *tsys_signal_abbrev(int sig);
+
+/// The process environment (`environ`, hidden from Swift without _GNU_SOURCE).
+char **tsys_environ(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,361 @@
+import TimerdCore
+
+/// Reads config files into a `Configuration`, or every problem found as `file:line: message` diagnostics.
+///
+/// Never logs and never touches the disk itself: all file access goes through a `ConfigFileSystem`.
+public enum ConfigLoader {
+    /// The keys of a `[daemon]` section.
+    public static let daemonKeys = ["socket", "max_running", "stop_grace", "include"]
+
+    /// Loads the main config file at `path` and the files it includes.
+    public static func load(path: String, fileSystem: some ConfigFileSystem) throws(ConfigErrors) -> Configuration {
+        let main = ConfigPath.clean(path)
+        let bytes: [UInt8]
+        do {
+            bytes = try fileSystem.read(main)
+        } catch {
+            throw ConfigErrors([Diagnostic(file: main, line: 0, message: "cannot read: \(error.reason)")])
+        }
+        return try load(mainPath: main, bytes: bytes, fileSystem: fileSystem)
+    }
+
+    /// `load(path:fileSystem:)`, but returning the outcome as a `Result`.
+    public static func loadResult(path: String, fileSystem: some ConfigFileSystem) -> Result<Configuration, ConfigErrors> {
+        Result { () throws(ConfigErrors) in try load(path: path, fileSystem: fileSystem) }
+    }
+
+    /// Parses `text` as the main config file at `path`; includes are looked up in `fileSystem`.
+    public static func parse(_ text: String, path: String, fileSystem: some ConfigFileSystem) throws(ConfigErrors) -> Configuration {
+        try load(mainPath: ConfigPath.clean(path), bytes: Array(text.utf8), fileSystem: fileSystem)
+    }
+
+    /// Parses `text` as a standalone main config file (any include finds nothing).
+    public static func parse(_ text: String, path: String = "timerd.conf") throws(ConfigErrors) -> Configuration {
+        try parse(text, path: path, fileSystem: InMemoryConfigFileSystem())
+    }
+
+    private static func load(mainPath: String, bytes: [UInt8], fileSystem: some ConfigFileSystem) throws(ConfigErrors) -> Configuration {
+        var session = LoadSession(fileSystem: fileSystem, mainPath: mainPath)
+        session.parseFile(path: mainPath, bytes: bytes, isMain: true)
+        session.processIncludes()
+        let diagnostics = session.sortedDiagnostics()
+        guard diagnostics.isEmpty else { throw ConfigErrors(diagnostics) }
+        return Configuration(settings: session.settings, jobs: session.jobs, files: session.files)
+    }
+}
+
+/// The state of one load: what has been read so far and every problem found.
+private struct LoadSession<FileSystem: ConfigFileSystem> {
+    let fileSystem: FileSystem
+    let mainPath: String
+    var settings = DaemonSettings.defaults
+    var jobs: [ConfiguredJob] = []
+    var files: [String] = []
+    /// First declaration of each job name, for duplicate reports.
+    var declared: [JobName: String] = [:]
+    /// `include` patterns of the main file, resolved, with their lines.
+    var includes: [(pattern: String, line: Int)] = []
+    private var diagnostics: [(rank: Int, sequence: Int, diagnostic: Diagnostic)] = []
+    private var ranks: [String: Int] = [:]
+
+    init(fileSystem: FileSystem, mainPath: String) {
+        self.fileSystem = fileSystem
+        self.mainPath = mainPath
+    }
+
+    mutating func report(_ file: String, _ line: Int, _ message: String) {
+        diagnostics.append((ranks[file] ?? Int.max, diagnostics.count, Diagnostic(file: file, line: line, message: message)))
+    }
+
+    func sortedDiagnostics() -> [Diagnostic] {
+        diagnostics.sorted { ($0.rank, $0.diagnostic.line, $0.sequence) < ($1.rank, $1.diagnostic.line, $1.sequence) }
+            .map(\.diagnostic)
+    }
+
+    // MARK: Files
+
+    private enum Section { case none, daemon, job, ignored }
+
+    mutating func parseFile(path: String, bytes: [UInt8], isMain: Bool) {
+        ranks[path] = files.count
+        files.append(path)
+        let lexed = ConfigLexer.lex(bytes)
+        for problem in lexed.problems { report(path, problem.line, problem.message) }
+
+        var section = Section.none
+        var job: JobBuilder?
+        var daemonHeader: Int?
+        var daemonKeys: [String: Int] = [:]
+        for line in lexed.lines {
+            switch line.content {
+            case .header(let inner):
+                if let finished = job { finish(finished) }
+                job = nil
+                section = .ignored
+                if inner == "daemon" {
+                    if !isMain {
+                        report(path, line.number, "[daemon] is allowed only in the main config file (\(mainPath)); included files hold [job] sections")
+                    } else {
+                        if let first = daemonHeader { report(path, line.number, "[daemon] is given more than once (first at line \(first))") }
+                        daemonHeader = daemonHeader ?? line.number
+                        section = .daemon
+                    }
+                } else if let builder = jobHeader(inner, file: path, line: line.number) {
+                    job = builder
+                    section = .job
+                }
+            case .pair(let key, let value):
+                switch section {
+                case .none:
+                    report(path, line.number, "key \"\(key)\" is outside any section (start with [daemon] or [job \"NAME\"])")
+                    section = .ignored
+                case .ignored:
+                    break
+                case .daemon:
+                    daemonKey(key, value, file: path, line: line.number, seen: &daemonKeys)
+                case .job:
+                    job?.add(key, value, line: line.number, report: { report(path, $0, $1) })
+                }
+            }
+        }
+        if let finished = job { finish(finished) }
+    }
+
+    mutating func processIncludes() {
+        var included: [String: Int] = [:]
+        for (pattern, line) in includes {
+            let paths = ConfigGlob.hasWildcard(pattern) ? fileSystem.glob(pattern).map(ConfigPath.clean).sorted() : [pattern]
+            for path in paths {
+                if path == mainPath {
+                    report(mainPath, line, "include: \(path) is the main config file (a file cannot include itself)")
+                    continue
+                }
+                if let first = included[path] {
+                    report(mainPath, line, "include: \(path) is already included at line \(first)")
+                    continue
+                }
+                included[path] = line
+                do {
+                    parseFile(path: path, bytes: try fileSystem.read(path), isMain: false)
+                } catch {
+                    report(mainPath, line, "include: cannot read \(path): \(error.reason)")
+                }
+            }
+        }
+    }
+
+    // MARK: [daemon]
+
+    private mutating func daemonKey(_ key: String, _ value: String, file: String, line: Int, seen: inout [String: Int]) {
+        guard ConfigLoader.daemonKeys.contains(key) else {
+            if JobSpec.keys.contains(key) {
+                report(file, line, "unknown key \"\(key)\" in [daemon] (job keys belong in a [job \"NAME\"] section)")
+            } else {
+                report(file, line, "unknown key \"\(key)\" in [daemon]\(KeySuggestion.suggest(for: key, among: ConfigLoader.daemonKeys))")
+            }
+            return
+        }
+        if key != "include" {
+            if let first = seen[key] {
+                report(file, line, "\(key) is given more than once (first at line \(first))")
+                return
+            }
+            seen[key] = line
+        }
+        let directory = ConfigPath.directory(of: file)
+        switch key {
+        case "socket":
+            guard !value.isEmpty else { return report(file, line, "socket: empty path") }
+            settings.socket = ConfigPath.resolve(value, relativeTo: directory)
+        case "max_running":
+            guard !value.isEmpty, value.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let number = Int(value), number >= 1 else {
+                return report(file, line, "max_running: expected a whole number ≥ 1, got \"\(value)\"")
+            }
+            settings.maxRunning = number
+        case "stop_grace":
+            do { settings.stopGrace = try DurationText.parse(value) } catch { report(file, line, "stop_grace: \(error.message)") }
+        default:  // include
+            guard !value.isEmpty else { return report(file, line, "include: empty pattern") }
+            includes.append((ConfigPath.resolve(value, relativeTo: directory), line))
+        }
+    }
+
+    // MARK: [job "NAME"]
+
+    /// The builder for a `[job …]` header, or nil (after reporting) when the header is not one.
+    private mutating func jobHeader(_ inner: String, file: String, line: Int) -> JobBuilder? {
+        let word = String(inner.unicodeScalars.prefix { $0 != " " && $0 != "\t" && $0 != "\"" && $0 != "'" })
+        let rest = ConfigLexer.trimmed(String(inner.unicodeScalars.dropFirst(word.unicodeScalars.count)))
+        guard word == "job" else {
+            if word == "daemon" {
+                report(file, line, "[daemon] takes no name: write [daemon]")
+            } else {
+                report(file, line, "unknown section [\(inner)] (expected [daemon] or [job \"NAME\"])")
+            }
+            return nil
+        }
+        var builder = JobBuilder(file: file, line: line)
+        guard rest.count >= 2, rest.hasPrefix("\""), rest.hasSuffix("\"") else {
+            if rest.isEmpty {
+                report(file, line, "[job] needs a name: write [job \"NAME\"]")
+            } else {
+                let bare = rest.filter { $0 != "\"" && $0 != "'" }
+                report(file, line, "the job name must be in double quotes: write [job \"\(bare)\"]")
+            }
+            return builder  // still check its keys
+        }
+        do {
+            let name = try JobName(String(rest.dropFirst().dropLast()))
+            if let first = declared[name] {
+                report(file, line, "job \"\(name)\" is already declared at \(first)")
+            } else {
+                declared[name] = "\(file):\(line)"
+                builder.name = name
+            }
+        } catch {
+            report(file, line, error.message)
+        }
+        return builder
+    }
+
+    private mutating func finish(_ builder: JobBuilder) {
+        var builder = builder
+        let file = builder.file
+        let spec = builder.build(report: { report(file, $0, $1) })
+        if let spec, builder.name != nil, !builder.hadErrors {
+            jobs.append(ConfiguredJob(spec: spec, file: builder.file, line: builder.line))
+        }
+    }
+}
+
+/// The options of one `[job]` section as they are read, then validated by `JobSpec`.
+private struct JobBuilder {
+    let file: String
+    /// Line of the `[job]` header.
+    let line: Int
+    /// Nil when the header's name was invalid or a duplicate: the keys are still checked, the job not kept.
+    var name: JobName?
+    var options: [(option: KeyValue, line: Int)] = []
+    var firstLine: [String: Int] = [:]
+    var hadErrors = false
+    /// Keys that "did you mean" hints proposed: a missing schedule or action they would supply is not
+    /// reported again.
+    var suggested: Set<String> = []
+
+    init(file: String, line: Int) {
+        self.file = file
+        self.line = line
+    }
+
+    /// Used to check the keys of a section whose name is unusable.
+    private static let placeholderName = try! JobName("job")
+    private static let scheduleKeys = ["every", "in", "at"]
+    private static let actionKeys = ["command", "argv"]
+    /// Stand-ins for a removed schedule or action, so the remaining keys still get checked.
+    private static let placeholders = [
+        "every": "1s", "in": "1s", "at": "2000-01-01T00:00:00Z", "command": "true", "argv": "true",
+    ]
+
+    mutating func add(_ key: String, _ value: String, line: Int, report: (Int, String) -> Void) {
+        guard JobSpec.keys.contains(key) else {
+            if ConfigLoader.daemonKeys.contains(key) {
+                report(line, "unknown key \"\(key)\" (\(key) belongs in the [daemon] section)")
+            } else {
+                let close = KeySuggestion.closest(to: key, among: JobSpec.keys)
+                if let close { suggested.insert(close) }
+                report(line, "unknown key \"\(key)\"\(close.map { " (did you mean \($0)?)" } ?? "")")
+            }
+            hadErrors = true
+            return
+        }
+        if !JobSpec.repeatableKeys.contains(key) {
+            if let first = firstLine[key] {
+                report(line, "\(key) is given more than once (first at line \(first))")
+                hadErrors = true
+                return
+            }
+            firstLine[key] = line
+        }
+        options.append((KeyValue(key, value), line))
+    }
+
+    /// The validated spec, or nil after reporting each problem `JobSpec` finds at the line of its key.
+    ///
+    /// `JobSpec` stops at the first problem, so each offending option is reported and dropped (a dropped
+    /// schedule or action is replaced by a stand-in) and the rest validated again, to report them all.
+    mutating func build(report: (Int, String) -> Void) -> JobSpec? {
+        let name = self.name ?? Self.placeholderName
+        var current = options
+        var removed: [String] = []
+        for _ in 0...(options.count + 2) {
+            do {
+                return try JobSpec(name: name, options: current.map(\.option), argv: nil)
+            } catch {
+                hadErrors = true
+                if error.code == .missingArgument {
+                    let keys = current.contains { Self.scheduleKeys.contains($0.option.key) } ? Self.actionKeys : Self.scheduleKeys
+                    let cause = removed.first { keys.contains($0) }
+                    if cause == nil, suggested.isDisjoint(with: keys) { report(line, error.message) }
+                    let stand = cause ?? keys[0]
+                    current.append((KeyValue(stand, Self.placeholders[stand]!), line))
+                    continue
+                }
+                guard let index = Self.locate(error, in: current, name: name) else {
+                    report(line, error.message)
+                    return nil
+                }
+                report(current[index].line, error.message)
+                removed.append(current[index].option.key)
+                current.remove(at: index)
+            }
+        }
+        return nil
+    }
+
+    /// The option an error is about: the only one with its key, or for repeated keys (`env`, `meta`) the
+    /// first occurrence at which validating the options up to it fails the same way.
+    private static func locate(_ target: TimerdError, in options: [(option: KeyValue, line: Int)], name: JobName) -> Int? {
+        guard let key = target.key else { return nil }
+        let indices = options.indices.filter { options[$0].option.key == key }
+        guard indices.count > 1 else { return indices.first }
+        for index in indices {
+            do {
+                _ = try JobSpec(name: name, options: options[...index].map(\.option), argv: nil)
+            } catch where error.message == target.message && error.key == key {
+                return index
+            } catch {}
+        }
+        return indices.last
+    }
+}
+
+/// "did you mean …?" hints for misspelled keys.
+enum KeySuggestion {
+    /// The key `key` was probably meant to be: its snake_case spelling, or one a typo or two away.
+    static func closest(to key: String, among keys: [String]) -> String? {
+        let snake = String(key.lowercased().map { $0 == "-" ? "_" : $0 })
+        if snake != key, keys.contains(snake) { return snake }
+        return keys.first { editDistance($0, snake) <= (key.count > 4 ? 2 : 1) }
+    }
+
+    /// ` (did you mean KEY?)`, or nothing.
+    static func suggest(for key: String, among keys: [String]) -> String {
+        closest(to: key, among: keys).map { " (did you mean \($0)?)" } ?? ""
+    }
+
+    static func editDistance(_ a: String, _ b: String) -> Int {
+        let a = Array(a.unicodeScalars), b = Array(b.unicodeScalars)
+        guard !a.isEmpty else { return b.count }
+        var row = Array(0...b.count)
+        for i in 1...a.count {
+            var previous = row[0]
+            row[0] = i
+            for j in stride(from: 1, through: b.count, by: 1) {
+                let saved = row[j]
+                row[j] = min(row[j] + 1, row[j - 1] + 1, previous + (a[i - 1] == b[j - 1] ? 0 : 1))
+                previous = saved
+            }
+        }
+        return row[b.count]
+    }
+}

@@ -1,0 +1,60 @@
+import TimerdCore
+
+/// The `[daemon]` section.
+public struct DaemonSettings: Equatable, Sendable {
+    /// Control socket path from `[daemon] socket` (already resolved against the config file's directory);
+    /// nil when not set. `--socket` and `TIMERD_SOCKET` take precedence over it.
+    public var socket: String?
+    /// Daemon-wide cap on concurrent runs.
+    public var maxRunning: Int
+    /// Time running jobs get to finish when the daemon stops.
+    public var stopGrace: Duration
+
+    public init(socket: String? = nil, maxRunning: Int = Limits.defaultMaxRunning, stopGrace: Duration = Limits.defaultStopGrace) {
+        self.socket = socket
+        self.maxRunning = maxRunning
+        self.stopGrace = stopGrace
+    }
+
+    /// The settings used when there is no config file or no `[daemon]` section.
+    public static let defaults = DaemonSettings()
+}
+
+/// A job declared in a config file, with where it was declared.
+public struct ConfiguredJob: Equatable, Sendable {
+    public var spec: JobSpec
+    /// The file holding the job's section.
+    public var file: String
+    /// The line of its `[job "NAME"]` header.
+    public var line: Int
+
+    public init(spec: JobSpec, file: String, line: Int) {
+        self.spec = spec
+        self.file = file
+        self.line = line
+    }
+
+    /// `file:line`, for messages such as "declared at /etc/timerd/timerd.conf:12".
+    public var location: String { "\(file):\(line)" }
+}
+
+/// A fully validated configuration: daemon settings and the declared jobs.
+public struct Configuration: Equatable, Sendable {
+    public var settings: DaemonSettings
+    /// Jobs in declaration order: the main file's first, then each included file in include order.
+    public var jobs: [ConfiguredJob]
+    /// Every file read: the main file first, then the included ones.
+    public var files: [String]
+
+    public init(settings: DaemonSettings = .defaults, jobs: [ConfiguredJob] = [], files: [String] = []) {
+        self.settings = settings
+        self.jobs = jobs
+        self.files = files
+    }
+
+    /// No config file: default settings, no jobs.
+    public static let empty = Configuration()
+
+    /// The job named `name`, if the configuration declares it.
+    public func job(named name: JobName) -> ConfiguredJob? { jobs.first { $0.spec.name == name } }
+}

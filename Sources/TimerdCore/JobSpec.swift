@@ -1,0 +1,330 @@
+/// What a job runs: a shell command line or an argv run without a shell.
+public enum Action: Equatable, Sendable {
+    /// Run by `/bin/sh -c`.
+    case shell(String)
+    /// Run directly; `argv[0]` is looked up in `PATH` when it has no slash.
+    case argv([String])
+
+    public var summary: String {
+        switch self {
+        case .shell(let line): return line
+        case .argv(let words): return words.joined(separator: " ")
+        }
+    }
+}
+
+/// What a fire does when the job's previous run is still going.
+public enum OverlapPolicy: String, Equatable, Sendable, CaseIterable {
+    /// Drop this fire (the default), and say so.
+    case skip
+    /// Keep at most one pending fire and start it when the running one ends.
+    case queue
+    /// Start another run alongside.
+    case allow
+    /// Stop the running one (SIGTERM, then SIGKILL after `kill_grace`) and start anew.
+    case replace
+}
+
+/// One key/value pair, in the order given (keys such as `env` and `meta` repeat).
+public struct KeyValue: Equatable, Hashable, Sendable {
+    public var key: String
+    public var value: String
+    public init(_ key: String, _ value: String) {
+        self.key = key
+        self.value = value
+    }
+}
+
+/// A job's full description: one spec for three surfaces (config keys, protocol options, `timerctl` flags).
+///
+/// Built and validated by `JobSpec.init(name:options:argv:)`; `options` turns it back into the same keys,
+/// so `JobSpec(name:options: spec.options, argv: nil) == spec`.
+public struct JobSpec: Equatable, Sendable {
+    public var name: JobName
+    public var schedule: Schedule
+    /// Stop after this many scheduled runs (`every` jobs only; one-shots run once).
+    public var count: Int?
+    /// How late the timer may fire to let the kernel coalesce wake-ups.
+    public var leeway: Duration
+    public var action: Action
+    /// Kill a run that takes longer than this (SIGTERM to its process group, SIGKILL after `killGrace`).
+    public var timeout: Duration?
+    public var killGrace: Duration
+    public var overlap: OverlapPolicy
+    /// Extra environment for the action, in order.
+    public var env: [KeyValue]
+    /// The job's user info, handed to the action as `TIMERD_META_<KEY>`.
+    public var meta: [KeyValue]
+    /// Working directory of the action (default `/`).
+    public var cwd: String?
+
+    public init(
+        name: JobName, schedule: Schedule, action: Action, count: Int? = nil, leeway: Duration = .zero,
+        timeout: Duration? = nil, killGrace: Duration = Limits.defaultKillGrace, overlap: OverlapPolicy = .skip,
+        env: [KeyValue] = [], meta: [KeyValue] = [], cwd: String? = nil
+    ) {
+        self.name = name
+        self.schedule = schedule
+        self.action = action
+        self.count = count
+        self.leeway = leeway
+        self.timeout = timeout
+        self.killGrace = killGrace
+        self.overlap = overlap
+        self.env = env
+        self.meta = meta
+        self.cwd = cwd
+    }
+
+    /// Every key a job accepts, in the order `options` writes them. The same list documents config keys,
+    /// protocol options and (as `--kebab-case`) `timerctl` flags.
+    public static let keys = [
+        "every", "start", "in", "at", "count", "leeway", "command", "argv", "timeout", "kill_grace", "overlap",
+        "env", "meta", "cwd",
+    ]
+    /// Keys that may be given more than once.
+    public static let repeatableKeys: Set<String> = ["env", "meta"]
+
+    /// Builds a spec from `key=value` options and an optional argv (the words after `--`).
+    ///
+    /// Throws `bad-argument` (with `key` set to the offending key) or `missing-argument`.
+    public init(name: JobName, options: [KeyValue], argv: [String]? = nil) throws(TimerdError) {
+        var single: [String: String] = [:]
+        var env: [KeyValue] = []
+        var meta: [KeyValue] = []
+        for option in options {
+            switch option.key {
+            case "env":
+                env.append(try Self.parsePair(option.value, key: "env", namePattern: .environment))
+            case "meta":
+                meta.append(try Self.parsePair(option.value, key: "meta", namePattern: .meta))
+            case let key where Self.keys.contains(key):
+                guard single[key] == nil else {
+                    throw TimerdError(.badArgument, "\(key) is given more than once", key: key)
+                }
+                single[key] = option.value
+            default:
+                throw TimerdError(.badArgument, "unknown key \"\(option.key)\"\(Self.suggestion(for: option.key))", key: option.key)
+            }
+        }
+        for (index, pair) in meta.enumerated() where meta[..<index].contains(where: { $0.key.uppercased() == pair.key.uppercased() }) {
+            throw TimerdError(.badArgument, "meta key \(pair.key) is given more than once", key: "meta")
+        }
+        func duration(_ key: String) throws(TimerdError) -> Duration? {
+            guard let text = single[key] else { return nil }
+            do { return try DurationText.parse(text) } catch { throw TimerdError(.badArgument, "\(key): \(error.message)", key: key) }
+        }
+
+        // Schedule: exactly one of every / in / at.
+        let given = ["every", "in", "at"].filter { single[$0] != nil }
+        guard given.count <= 1 else {
+            throw TimerdError(.badArgument, "give only one of every, in and at (got \(given.joined(separator: ", ")))", key: given[1])
+        }
+        let schedule: Schedule
+        if let interval = try duration("every") {
+            guard interval >= Limits.minimumInterval else {
+                throw TimerdError(.badArgument, "every: interval must be at least \(DurationText.format(Limits.minimumInterval))", key: "every")
+            }
+            schedule = .every(interval: interval, start: try duration("start"))
+        } else {
+            if single["start"] != nil {
+                throw TimerdError(.badArgument, "start applies only to every= jobs (use in= for a one-shot delay)", key: "start")
+            }
+            if let delay = try duration("in") {
+                schedule = .after(delay: delay)
+            } else if let text = single["at"] {
+                do { schedule = .at(try RFC3339.parse(text)) } catch { throw TimerdError(.badArgument, "at: \(error.message)", key: "at") }
+            } else {
+                throw TimerdError(.missingArgument, "a schedule is required: every=DUR, in=DUR or at=TIME")
+            }
+        }
+
+        var count: Int?
+        if let text = single["count"] {
+            guard let value = Int(text), value >= 1 else {
+                throw TimerdError(.badArgument, "count: expected a whole number of runs ≥ 1, got \"\(text)\"", key: "count")
+            }
+            guard schedule.repeats else {
+                throw TimerdError(.badArgument, "count applies only to every= jobs (one-shots run once)", key: "count")
+            }
+            count = value
+        }
+
+        // Action: exactly one of command / argv key / words after `--`.
+        var actions: [Action] = []
+        if let line = single["command"] {
+            guard !line.allSatisfy({ $0 == " " || $0 == "\t" }) else {
+                throw TimerdError(.badArgument, "command is empty", key: "command")
+            }
+            actions.append(.shell(line))
+        }
+        if let text = single["argv"] {
+            let words = try Self.splitArgv(text)
+            guard !words.isEmpty else { throw TimerdError(.badArgument, "argv is empty", key: "argv") }
+            actions.append(.argv(words))
+        }
+        if let argv {
+            guard !argv.isEmpty else { throw TimerdError(.badArgument, "nothing after --: give the program and its arguments", key: "argv") }
+            actions.append(.argv(argv))
+        }
+        guard actions.count <= 1 else {
+            throw TimerdError(.badArgument, "give only one action: command=, argv= or words after --", key: single["command"] != nil ? "command" : "argv")
+        }
+        guard let action = actions.first else {
+            throw TimerdError(.missingArgument, "an action is required: command=STRING or a program after --")
+        }
+
+        var overlap = OverlapPolicy.skip
+        if let text = single["overlap"] {
+            guard let value = OverlapPolicy(rawValue: text) else {
+                throw TimerdError(.badArgument, "overlap: expected skip, queue, allow or replace, got \"\(text)\"", key: "overlap")
+            }
+            overlap = value
+        }
+        if let cwd = single["cwd"] {
+            guard cwd.hasPrefix("/") else { throw TimerdError(.badArgument, "cwd must be an absolute path, got \"\(cwd)\"", key: "cwd") }
+        }
+        let timeout = try duration("timeout")
+        if let timeout, timeout <= .zero { throw TimerdError(.badArgument, "timeout must be greater than 0", key: "timeout") }
+
+        self.init(
+            name: name, schedule: schedule, action: action, count: count, leeway: try duration("leeway") ?? .zero,
+            timeout: timeout, killGrace: try duration("kill_grace") ?? Limits.defaultKillGrace, overlap: overlap,
+            env: env, meta: meta, cwd: single["cwd"])
+    }
+
+    /// The spec as canonical `key=value` options (argv jobs use the `argv` key, quoted word by word).
+    public var options: [KeyValue] {
+        var list: [KeyValue] = []
+        switch schedule {
+        case .every(let interval, let start):
+            list.append(KeyValue("every", DurationText.format(interval)))
+            if let start { list.append(KeyValue("start", DurationText.format(start))) }
+        case .after(let delay): list.append(KeyValue("in", DurationText.format(delay)))
+        case .at(let time): list.append(KeyValue("at", RFC3339.format(time)))
+        }
+        if let count { list.append(KeyValue("count", String(count))) }
+        if leeway != .zero { list.append(KeyValue("leeway", DurationText.format(leeway))) }
+        switch action {
+        case .shell(let line): list.append(KeyValue("command", line))
+        case .argv(let words): list.append(KeyValue("argv", words.map(Self.quoteArgvWord).joined(separator: " ")))
+        }
+        if let timeout { list.append(KeyValue("timeout", DurationText.format(timeout))) }
+        if killGrace != Limits.defaultKillGrace { list.append(KeyValue("kill_grace", DurationText.format(killGrace))) }
+        if overlap != .skip { list.append(KeyValue("overlap", overlap.rawValue)) }
+        list += env.map { KeyValue("env", "\($0.key)=\($0.value)") }
+        list += meta.map { KeyValue("meta", "\($0.key)=\($0.value)") }
+        if let cwd { list.append(KeyValue("cwd", cwd)) }
+        return list
+    }
+
+    // MARK: - Helpers
+
+    private enum PairNames { case environment, meta }
+
+    private static func parsePair(_ text: String, key: String, namePattern: PairNames) throws(TimerdError) -> KeyValue {
+        guard let equals = text.firstIndex(of: "=") else {
+            throw TimerdError(.badArgument, "\(key): expected NAME=VALUE, got \"\(text)\"", key: key)
+        }
+        let name = String(text[..<equals])
+        let value = String(text[text.index(after: equals)...])
+        let bytes = Array(name.utf8)
+        let valid = !bytes.isEmpty && bytes.allSatisfy { byte in
+            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A) || byte == 0x5F
+        } && !(bytes[0] >= 0x30 && bytes[0] <= 0x39 && namePattern == .environment)
+        guard valid else {
+            throw TimerdError(.badArgument, "\(key): invalid name \"\(name)\" (letters, digits and _ only)", key: key)
+        }
+        if namePattern == .environment, name.hasPrefix("TIMERD_") {
+            throw TimerdError(.badArgument, "env: \(name) is reserved (TIMERD_* variables are set by timerd)", key: key)
+        }
+        guard !value.utf8.contains(0) else { throw TimerdError(.badArgument, "\(key): value contains a NUL byte", key: key) }
+        return KeyValue(name, value)
+    }
+
+    /// Splits an `argv=` value into words with the protocol's quoting rules (see `Words` in TimerdProtocol;
+    /// duplicated minimal form here because the core has no dependency on the protocol).
+    static func splitArgv(_ text: String) throws(TimerdError) -> [String] {
+        var words: [String] = []
+        var current: [UInt8] = []
+        var inWord = false
+        var quote: UInt8? = nil
+        var bytes = Array(text.utf8).makeIterator()
+        while let byte = bytes.next() {
+            if let open = quote {
+                if byte == open {
+                    quote = nil
+                } else if open == UInt8(ascii: "\""), byte == UInt8(ascii: "\\") {
+                    guard let next = bytes.next() else { break }
+                    current.append(next == UInt8(ascii: "n") ? 10 : next == UInt8(ascii: "t") ? 9 : next)
+                } else {
+                    current.append(byte)
+                }
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: " "), UInt8(ascii: "\t"):
+                if inWord { words.append(String(decoding: current, as: UTF8.self)); current = []; inWord = false }
+            case UInt8(ascii: "'"), UInt8(ascii: "\""):
+                quote = byte
+                inWord = true
+            case UInt8(ascii: "\\"):
+                guard let next = bytes.next() else {
+                    throw TimerdError(.badArgument, "argv: trailing backslash", key: "argv")
+                }
+                current.append(next)
+                inWord = true
+            default:
+                current.append(byte)
+                inWord = true
+            }
+        }
+        guard quote == nil else { throw TimerdError(.badArgument, "argv: unterminated quote", key: "argv") }
+        if inWord { words.append(String(decoding: current, as: UTF8.self)) }
+        return words
+    }
+
+    static func quoteArgvWord(_ word: String) -> String {
+        let plain = !word.isEmpty && word.utf8.allSatisfy { byte in
+            byte > 0x20 && byte != UInt8(ascii: "'") && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "\\") && byte != 0x7F
+        }
+        if plain { return word }
+        if !word.contains("'") && !word.contains("\n") && !word.contains("\t") { return "'\(word)'" }
+        var quoted = "\""
+        for scalar in word.unicodeScalars {
+            switch scalar {
+            case "\"": quoted += "\\\""
+            case "\\": quoted += "\\\\"
+            case "\n": quoted += "\\n"
+            case "\t": quoted += "\\t"
+            default: quoted.unicodeScalars.append(scalar)
+            }
+        }
+        return quoted + "\""
+    }
+
+    static func suggestion(for key: String) -> String {
+        let normalized = String(key.lowercased().map { $0 == "-" ? "_" : $0 })
+        if normalized != key, keys.contains(normalized) { return " (did you mean \(normalized)?)" }
+        // One edit away is almost always a typo.
+        if let close = keys.first(where: { editDistance($0, key) <= (key.count > 4 ? 2 : 1) }) {
+            return " (did you mean \(close)?)"
+        }
+        return ""
+    }
+
+    static func editDistance(_ a: String, _ b: String) -> Int {
+        let a = Array(a.unicodeScalars), b = Array(b.unicodeScalars)
+        var row = Array(0...b.count)
+        for i in 1...max(1, a.count) where !a.isEmpty {
+            var previous = row[0]
+            row[0] = i
+            for j in stride(from: 1, through: b.count, by: 1) {
+                let saved = row[j]
+                row[j] = min(row[j] + 1, row[j - 1] + 1, previous + (a[i - 1] == b[j - 1] ? 0 : 1))
+                previous = saved
+            }
+        }
+        return row[b.count]
+    }
+}

@@ -1,0 +1,17 @@
+/// Every limit timerd enforces, with its documented default (see `docs/configuration.md`).
+public enum Limits {
+    /// Longest protocol request line in bytes, not counting the newline.
+    public static let maxLineBytes = 65_536
+    /// How much of a run's combined stdout/stderr is kept for `show`.
+    public static let outputTailBytes = 4_096
+    /// Longest single output line logged; longer lines are cut and marked.
+    public static let maxLoggedLineBytes = 2_048
+    /// Default daemon-wide cap on concurrent runs (`max_running`).
+    public static let defaultMaxRunning = 64
+    /// Time between SIGTERM and SIGKILL when a run times out or is replaced (`kill_grace`).
+    public static let defaultKillGrace = Duration.seconds(5)
+    /// Time running jobs get to finish when the daemon stops (`stop_grace`).
+    public static let defaultStopGrace = Duration.seconds(10)
+    /// Shortest `every` interval accepted.
+    public static let minimumInterval = Duration.milliseconds(10)
+}

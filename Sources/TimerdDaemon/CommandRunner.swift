@@ -1,0 +1,258 @@
+import Dispatch
+import TimerdCore
+import TimerdSystem
+
+/// Starts job runs as child processes, on its own queue (never the registry's).
+///
+/// Each run gets its own session and process group, stdin from /dev/null, and stdout+stderr on one pipe
+/// whose lines are logged with the job name; the last `Limits.outputTailBytes` are kept for `show`.
+/// Exit is noticed through a pidfd read source, never by polling.
+final class CommandLauncher: RunLauncher {
+    private let executor = QueueExecutor(label: "timerd.runs")
+    private let log: Logger
+
+    init(log: Logger) {
+        self.log = log
+    }
+
+    func start(_ request: RunRequest, events: @escaping @Sendable (RunEvent) -> Void) -> any RunHandle {
+        let run = CommandRun(request: request, executor: executor, log: log, events: events)
+        executor.queue.async { run.assumeIsolated { $0.spawn() } }
+        return run
+    }
+}
+
+/// One run of a command: its child, output pipe, timers and outcome. Isolated to the launcher's queue.
+actor CommandRun: RunHandle {
+    nonisolated let executor: QueueExecutor
+    nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+
+    private let request: RunRequest
+    private let log: Logger
+    private let events: @Sendable (RunEvent) -> Void
+
+    private var child: ChildProcess?
+    private var exitSource: (any DispatchSourceRead)?
+    private var outputSource: (any DispatchSourceRead)?
+    private var timeoutTimer: (any DispatchSourceTimer)?
+    private var killTimer: (any DispatchSourceTimer)?
+    private var tail: [UInt8] = []
+    private var partialLine: [UInt8] = []
+    private var startedMono: UInt64 = 0
+    private var timedOut = false
+    private var stopReason: String?
+    private var finished = false
+
+    init(request: RunRequest, executor: QueueExecutor, log: Logger, events: @escaping @Sendable (RunEvent) -> Void) {
+        self.request = request
+        self.executor = executor
+        self.log = log
+        self.events = events
+    }
+
+    nonisolated func stop(reason: String) {
+        executor.queue.async { self.assumeIsolated { $0.terminate(reason: reason, immediately: false) } }
+    }
+
+    nonisolated func kill(reason: String) {
+        executor.queue.async { self.assumeIsolated { $0.terminate(reason: reason, immediately: true) } }
+    }
+
+    // MARK: - Lifecycle
+
+    func spawn() {
+        startedMono = SystemClock.monoNow()
+        if let stopReason {
+            return finish(RunOutcome.Result.killed, exitCode: nil, signal: nil, reason: "\(stopReason) before it started")
+        }
+        let program: String
+        let arguments: [String]
+        switch request.action {
+        case .shell(let line):
+            program = "/bin/sh"
+            arguments = ["-c", line]
+        case .argv(let words):
+            program = words[0]
+            arguments = Array(words.dropFirst())
+        }
+        let pipe: (read: FileDescriptor, write: FileDescriptor)
+        do {
+            pipe = try FileDescriptor.makePipe(nonBlockingRead: true)
+        } catch {
+            return finish(.failed, exitCode: nil, signal: nil, reason: "cannot create the output pipe: \(error)")
+        }
+        let child: ChildProcess
+        do {
+            child = try Spawn.run(
+                program: program, arguments: arguments, environment: request.environment,
+                workingDirectory: request.workingDirectory, output: pipe.write)
+        } catch {
+            try? pipe.read.close()
+            try? pipe.write.close()
+            return finish(.failed, exitCode: nil, signal: nil, reason: "\(error)")
+        }
+        try? pipe.write.close()
+        self.child = child
+        events(.started(pid: child.pid))
+
+        let output = DispatchSource.makeReadSource(fileDescriptor: pipe.read.rawValue, queue: executor.queue)
+        output.setEventHandler { [self] in self.assumeIsolated { $0.readOutput() } }
+        output.setCancelHandler { try? pipe.read.close() }
+        output.activate()
+        outputSource = output
+
+        let exit = DispatchSource.makeReadSource(fileDescriptor: child.pidfd.rawValue, queue: executor.queue)
+        exit.setEventHandler { [self] in self.assumeIsolated { $0.childExited() } }
+        exit.setCancelHandler { try? child.pidfd.close() }
+        exit.activate()
+        exitSource = exit
+
+        if let timeout = request.timeout {
+            timeoutTimer = makeTimer(after: timeout) { run in
+                run.timedOut = true
+                run.log.warning(job: run.request.job, run: run.request.runID,
+                                "timed out after \(DurationText.format(timeout)); sending SIGTERM to its process group")
+                run.signalGroup(.term)
+                run.scheduleKill()
+            }
+        }
+    }
+
+    private func terminate(reason: String, immediately: Bool) {
+        guard !finished else { return }
+        if stopReason == nil { stopReason = reason }
+        guard child != nil else { return }  // not spawned yet: `spawn` sees `stopReason` and does not start it
+        if immediately {
+            signalGroup(.kill)
+        } else {
+            log.info(job: request.job, run: request.runID, "stopping: \(reason); sending SIGTERM to its process group")
+            signalGroup(.term)
+            scheduleKill()
+        }
+    }
+
+    private func scheduleKill() {
+        guard killTimer == nil else { return }
+        killTimer = makeTimer(after: request.killGrace) { run in
+            run.log.warning(job: run.request.job, run: run.request.runID,
+                            "still running \(DurationText.format(run.request.killGrace)) after SIGTERM; sending SIGKILL")
+            run.signalGroup(.kill)
+        }
+    }
+
+    private func signalGroup(_ signal: Signal) {
+        // The leader is not reaped until `childExited`, so its pid (= the group id) cannot be reused here.
+        guard let child, !finished else { return }
+        _ = try? ProcessControl.signalProcessGroup(child.pid, signal)
+    }
+
+    private func makeTimer(after delay: Duration, _ body: @escaping @Sendable (isolated CommandRun) -> Void) -> any DispatchSourceTimer {
+        let timer = DispatchSource.makeTimerSource(queue: executor.queue)
+        timer.schedule(deadline: .now() + .nanoseconds(Int(delay.nanoseconds)))
+        timer.setEventHandler { [self] in self.assumeIsolated { body($0) } }
+        timer.activate()
+        return timer
+    }
+
+    // MARK: - Output
+
+    private func readOutput() {
+        guard let source = outputSource else { return }
+        let fd = FileDescriptor(rawValue: Int32(source.handle))
+        while true {
+            let chunk: [UInt8]?
+            do { chunk = try fd.tryRead(upToCount: 65_536) } catch { chunk = [] }
+            guard let chunk else { return }  // drained for now
+            if chunk.isEmpty {  // EOF: every writer closed its end
+                flushPartialLine()
+                source.cancel()
+                outputSource = nil
+                return
+            }
+            absorb(chunk)
+        }
+    }
+
+    private func absorb(_ chunk: [UInt8]) {
+        tail.append(contentsOf: chunk)
+        if tail.count > Limits.outputTailBytes { tail.removeFirst(tail.count - Limits.outputTailBytes) }
+        var start = chunk.startIndex
+        for index in chunk.indices where chunk[index] == UInt8(ascii: "\n") {
+            partialLine.append(contentsOf: chunk[start..<index])
+            logLine(partialLine)
+            partialLine.removeAll(keepingCapacity: true)
+            start = index + 1
+        }
+        partialLine.append(contentsOf: chunk[start...])
+        if partialLine.count > Limits.maxLoggedLineBytes {
+            logLine(partialLine)
+            partialLine.removeAll(keepingCapacity: true)
+        }
+    }
+
+    private func flushPartialLine() {
+        if !partialLine.isEmpty { logLine(partialLine) }
+        partialLine.removeAll()
+    }
+
+    private func logLine(_ bytes: [UInt8]) {
+        var line = bytes
+        if line.last == UInt8(ascii: "\r") { line.removeLast() }
+        let text = String(decoding: line.prefix(Limits.maxLoggedLineBytes), as: UTF8.self)
+        log.info(job: request.job, run: request.runID, "| " + text + (line.count > Limits.maxLoggedLineBytes ? " […]" : ""))
+    }
+
+    // MARK: - Exit
+
+    private func childExited() {
+        guard let child, !finished else { return }
+        let status: TerminationStatus
+        do {
+            guard let ended = try child.waitExit() else { return }  // spurious wake-up
+            status = ended
+        } catch {
+            return finish(.failed, exitCode: nil, signal: nil, reason: "lost track of the process: \(error)")
+        }
+        // Take what the child wrote before it ended. A background grandchild that keeps the pipe open does
+        // not hold the run: the run ends with its main process.
+        readOutput()
+        flushPartialLine()
+        outputSource?.cancel()
+        outputSource = nil
+
+        switch status {
+        case .exited(let code):
+            if timedOut {
+                finish(.timeout, exitCode: Int(code), signal: nil,
+                       reason: "timed out after \(DurationText.format(request.timeout ?? .zero)); exited with status \(code)")
+            } else if let stopReason {
+                finish(.killed, exitCode: Int(code), signal: nil, reason: "\(stopReason); exited with status \(code)")
+            } else {
+                finish(code == 0 ? .ok : .failed, exitCode: Int(code), signal: nil, reason: "exited with status \(code)")
+            }
+        case .signaled(let signal):
+            if timedOut {
+                finish(.timeout, exitCode: nil, signal: Int(signal.rawValue),
+                       reason: "timed out after \(DurationText.format(request.timeout ?? .zero)); killed by \(signal)")
+            } else if let stopReason {
+                finish(.killed, exitCode: nil, signal: Int(signal.rawValue), reason: "\(stopReason); killed by \(signal)")
+            } else {
+                finish(.killed, exitCode: nil, signal: Int(signal.rawValue), reason: "killed by \(signal)")
+            }
+        }
+    }
+
+    private func finish(_ result: RunOutcome.Result, exitCode: Int?, signal: Int?, reason: String) {
+        guard !finished else { return }
+        finished = true
+        exitSource?.cancel()
+        exitSource = nil
+        timeoutTimer?.cancel()
+        killTimer?.cancel()
+        let outcome = RunOutcome(
+            result: result, exitCode: exitCode, signal: signal, reason: reason,
+            output: String(decoding: tail, as: UTF8.self), finishedWall: SystemClock.wallNow(),
+            durationNs: SystemClock.monoNow() &- startedMono)
+        events(.finished(outcome))
+    }
+}

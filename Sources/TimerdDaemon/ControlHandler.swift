@@ -1,0 +1,140 @@
+import TimerdCore
+import TimerdProtocol
+
+/// Turns one request line into one reply: parses, checks the words each verb takes, and calls the registry.
+///
+/// Bad input of any kind becomes an `ERR` reply; nothing here can stop the daemon or a connection.
+struct ControlHandler: Sendable {
+    let registry: Registry
+    /// Re-reads the config files and applies them (owned by the daemon, which knows the paths).
+    let reload: @Sendable () async throws(TimerdError) -> ReloadSummary
+
+    static let version = "0.1.0"
+    static let protocolVersion = 1
+
+    /// One line per verb: its syntax, for `HELP` and `docs/protocol.md`.
+    static let usage: [(Verb, String)] = [
+        (.ping, "PING"),
+        (.version, "VERSION"),
+        (.help, "HELP"),
+        (.add, "ADD NAME (every=DUR [start=DUR] | in=DUR | at=TIME) (command=STRING | -- PROGRAM ARG…) [key=value…]"),
+        (.exec, "EXEC [start=DUR] [interval=DUR] [repeats=yes|no] [async=yes|no] (command=STRING | -- PROGRAM ARG…) [key=value…]"),
+        (.cancel, "CANCEL NAME…"),
+        (.pause, "PAUSE NAME…"),
+        (.resume, "RESUME NAME… [now | after=DUR]"),
+        (.run, "RUN NAME"),
+        (.list, "LIST"),
+        (.show, "SHOW NAME"),
+        (.reload, "RELOAD"),
+    ]
+
+    func handle(_ framed: FramedLine) async -> Reply {
+        switch framed {
+        case .tooLong:
+            return Reply(TimerdError(.lineTooLong, "request line longer than \(Limits.maxLineBytes) bytes; it was discarded"))
+        case .line(let bytes):
+            do {
+                let request = try Request.parse(line: bytes)
+                return try await handle(request)
+            } catch {
+                return Reply(error)
+            }
+        }
+    }
+
+    func handle(_ request: Request) async throws(TimerdError) -> Reply {
+        switch request.verb {
+        case .ping:
+            try expect(request, names: 0...0)
+            return .ok(nil)
+        case .version:
+            try expect(request, names: 0...0)
+            return .ok(Payload.encode(VersionInfo(version: Self.version, protocol: Self.protocolVersion)))
+        case .help:
+            try expect(request, names: 0...0)
+            return .ok(Payload.encode(Self.usage.map { $0.1 }))
+        case .add:
+            let names = try expect(request, names: 1...1, options: true, argv: true)
+            let spec = try JobSpec(name: names[0], options: request.options.map { KeyValue($0.key, $0.value) }, argv: request.argv)
+            try await registry.add(spec, origin: .runtime)
+            return .ok(nil)
+        case .exec:
+            try expect(request, names: 0...0, options: true, argv: true)
+            let name = await registry.generateName()
+            let spec = try ExecRequest.spec(
+                name: name, options: request.options.map { KeyValue($0.key, $0.value) }, argv: request.argv)
+            try await registry.add(spec, origin: .runtime)
+            return .ok(Payload.encode(["name": name.rawValue]))
+        case .cancel:
+            try await registry.cancel(try expect(request, names: 1...Int.max))
+            return .ok(nil)
+        case .pause:
+            try await registry.pause(try expect(request, names: 1...Int.max))
+            return .ok(nil)
+        case .resume:
+            var words = request.positionals
+            var mode = Registry.ResumeMode.onSchedule
+            // `RESUME a now`: a trailing `now` is the mode when a name precedes it (a job may be named "now").
+            if words.count >= 2, words.last == "now" {
+                words.removeLast()
+                mode = .now
+            }
+            for option in request.options {
+                guard option.key == "after" else {
+                    throw TimerdError(.badArgument, "RESUME takes only after=DUR, not \(option.key)=", key: option.key)
+                }
+                guard case .onSchedule = mode else {
+                    throw TimerdError(.badArgument, "give either now or after=DUR, not both", key: "after")
+                }
+                do {
+                    mode = .after(try DurationText.parse(option.value))
+                } catch {
+                    throw TimerdError(.badArgument, "after: \(error.message)", key: "after")
+                }
+            }
+            let names = try expect(Request(verb: .resume, positionals: words, argv: request.argv), names: 1...Int.max)
+            try await registry.resume(names, mode: mode)
+            return .ok(nil)
+        case .run:
+            let names = try expect(request, names: 1...1)
+            let status = try await registry.runNow(names[0])
+            return .ok(Payload.encode(["status": status]))
+        case .list:
+            try expect(request, names: 0...0)
+            return .ok(Payload.encode(await registry.list()))
+        case .show:
+            let names = try expect(request, names: 1...1)
+            return .ok(Payload.encode(try await registry.show(names[0])))
+        case .reload:
+            try expect(request, names: 0...0)
+            return .ok(Payload.encode(try await reload()))
+        }
+    }
+
+    /// Checks the shape of a request and returns its positionals as job names.
+    @discardableResult
+    private func expect(
+        _ request: Request, names: ClosedRange<Int>, options: Bool = false, argv: Bool = false
+    ) throws(TimerdError) -> [JobName] {
+        let verb = request.verb.rawValue
+        if !options, let option = request.options.first {
+            throw TimerdError(.badArgument, "\(verb) takes no options, got \(option.key)=", key: option.key)
+        }
+        if !argv, request.argv != nil {
+            throw TimerdError(.badArgument, "\(verb) takes no program after --")
+        }
+        let count = request.positionals.count
+        if count < names.lowerBound {
+            throw TimerdError(.missingArgument, names.lowerBound == 1 && names.upperBound == 1
+                ? "\(verb) needs a job name" : "\(verb) needs at least one job name")
+        }
+        if count > names.upperBound {
+            let extra = request.positionals[names.upperBound]
+            throw TimerdError(.badArgument, names.upperBound == 0
+                ? "\(verb) takes no arguments, got \"\(extra)\"" : "\(verb) takes one job name; unexpected \"\(extra)\"")
+        }
+        var result: [JobName] = []
+        for word in request.positionals { result.append(try JobName(word)) }
+        return result
+    }
+}

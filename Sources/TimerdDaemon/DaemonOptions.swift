@@ -1,0 +1,80 @@
+import TimerdSystem
+
+/// `timerd`'s command line.
+struct DaemonOptions {
+    var socket: String?
+    var config: String?
+    var checkConfig = false
+    var showVersion = false
+    var showHelp = false
+
+    static let defaultConfig = "/etc/timerd/timerd.conf"
+
+    static let usage = """
+        Usage: timerd [--socket PATH] [--config PATH] [--check-config]
+               timerd --version | --help
+
+        Runs the timer daemon in the foreground: a registry of timers that fire shell commands,
+        driven over a Unix socket by `timerctl`. Logs go to stderr.
+
+        Options:
+          --socket PATH    control socket (default: $TIMERD_SOCKET, then [daemon] socket in the config,
+                           then /run/timerd/timerd.sock for root, $XDG_RUNTIME_DIR/timerd/timerd.sock otherwise)
+          --config PATH    config file (default /etc/timerd/timerd.conf; a missing default is not an error)
+          --check-config   validate the config and exit: 0 if valid, 1 with file:line: message per problem
+          --version        print the version and exit
+          --help           print this help and exit
+
+        Signals: SIGTERM/SIGINT stop gracefully, SIGHUP reloads the config.
+        Docs: README.md and docs/ in the source tree.
+        """
+
+    /// Parses `arguments` (without the program name). Throws a message for a usage error.
+    static func parse(_ arguments: [String]) throws(UsageError) -> DaemonOptions {
+        var options = DaemonOptions()
+        var index = 0
+        func value(for flag: String, inline: String?) throws(UsageError) -> String {
+            if let inline { return inline }
+            index += 1
+            guard index < arguments.count else { throw UsageError("\(flag) needs a value") }
+            return arguments[index]
+        }
+        while index < arguments.count {
+            let argument = arguments[index]
+            var flag = argument
+            var inline: String?
+            if argument.hasPrefix("--"), let equals = argument.firstIndex(of: "=") {
+                flag = String(argument[..<equals])
+                inline = String(argument[argument.index(after: equals)...])
+            }
+            switch flag {
+            case "--socket": options.socket = try value(for: flag, inline: inline)
+            case "--config": options.config = try value(for: flag, inline: inline)
+            case "--check-config": options.checkConfig = true
+            case "--version": options.showVersion = true
+            case "--help", "-h": options.showHelp = true
+            default:
+                throw UsageError(argument.hasPrefix("-") ? "unknown option \(argument)" : "unexpected argument \(argument)")
+            }
+            index += 1
+        }
+        if options.socket?.isEmpty == true { throw UsageError("--socket needs a path") }
+        if options.config?.isEmpty == true { throw UsageError("--config needs a path") }
+        return options
+    }
+
+    /// The default socket path for this user: `/run/timerd/timerd.sock` for root, else under
+    /// `$XDG_RUNTIME_DIR` (falling back to `/tmp/timerd-UID` when that is unset).
+    static func defaultSocket() -> String {
+        if CurrentProcess.userID == 0 { return "/run/timerd/timerd.sock" }
+        if let runtime = CurrentProcess.environmentVariable("XDG_RUNTIME_DIR"), !runtime.isEmpty {
+            return runtime + "/timerd/timerd.sock"
+        }
+        return "/tmp/timerd-\(CurrentProcess.userID)/timerd.sock"
+    }
+}
+
+struct UsageError: Error {
+    var message: String
+    init(_ message: String) { self.message = message }
+}

@@ -1,0 +1,95 @@
+import Dispatch
+import TimerdCore
+
+/// Where a job came from.
+enum JobOrigin: Equatable, Sendable {
+    case config(file: String, line: Int)
+    case runtime
+
+    var label: String {
+        if case .runtime = self { return "runtime" }
+        return "config"
+    }
+}
+
+/// Why a fire happened: on schedule, or by hand (`RUN`, which does not count toward `count`).
+enum FireKind: Sendable {
+    case scheduled
+    case manual
+}
+
+/// One fire that has been accepted but not started yet.
+struct PendingFire: Sendable {
+    var kind: FireKind
+    /// Monotonic nanoseconds (`DispatchTime.uptimeNanoseconds`) when it was due.
+    var scheduledMono: UInt64
+    /// The same instant on the wall clock, for `TIMERD_SCHEDULED_AT` and display.
+    var scheduledWall: WallTime
+}
+
+/// How a run ended.
+struct RunOutcome: Sendable {
+    enum Result: String, Sendable { case ok, failed, timeout, killed }
+    var result: Result
+    var exitCode: Int?
+    var signal: Int?
+    /// Human-readable cause, e.g. "exited with status 3" or "timed out after 5s; killed with SIGTERM".
+    var reason: String
+    var output: String
+    var finishedWall: WallTime
+    var durationNs: UInt64
+}
+
+/// A run in progress, as the registry sees it.
+struct ActiveRun: Sendable {
+    var id: Int
+    var handle: RunHandle?
+    var startedMono: UInt64
+    var startedWall: WallTime
+    var kind: FireKind
+}
+
+/// Everything the registry knows about one job. Lives only inside the registry (one owner).
+struct Job {
+    let id: UInt64
+    var spec: JobSpec
+    var origin: JobOrigin
+    var state: JobStateValue = .scheduled
+    /// Bumped whenever the timer is re-armed, so a stale timer event is recognised and ignored.
+    var armGeneration: UInt64 = 0
+    var timer: (any DispatchSourceTimer)?
+
+    // Schedule position.
+    var grid: FireGrid?
+    var nextIndex: UInt64 = 0
+    /// Monotonic deadline of the next fire (for `every` and `in`), or nil.
+    var nextMono: UInt64?
+    /// Wall-clock deadline of the next fire (for `at`), or nil.
+    var nextWall: WallTime?
+    /// Scheduled fires accepted so far (checked against `count`).
+    var acceptedFires = 0
+
+    // Runs.
+    var runs = 0
+    var nextRunID = 1
+    var active: [ActiveRun] = []
+    /// The one fire queued behind a running one (`overlap=queue`, or `replace` waiting for the old run).
+    var queued: PendingFire?
+    var waitingForSlot = 0
+
+    // What happened last.
+    var lastStarted: (id: Int, at: WallTime, latenessNs: Int64)?
+    var lastOutcome: (id: Int, outcome: RunOutcome)?
+    var skipped = 0
+    var lastSkip: (at: WallTime, reason: String)?
+
+    init(id: UInt64, spec: JobSpec, origin: JobOrigin) {
+        self.id = id
+        self.spec = spec
+        self.origin = origin
+    }
+}
+
+enum JobStateValue: String, Sendable {
+    case scheduled, paused, finished
+}

@@ -1,0 +1,263 @@
+import Dispatch
+import TimerdCore
+import TimerdSystem
+
+extension Registry {
+    // MARK: - Schedule position
+
+    /// Sets the first fire of a freshly added (or re-declared) job, counting from `now`.
+    func startSchedule(_ job: inout Job, from now: UInt64) {
+        job.nextMono = nil
+        job.nextWall = nil
+        job.grid = nil
+        switch job.spec.schedule {
+        case .every(let interval, let start):
+            let grid = FireGrid(first: now &+ UInt64((start ?? interval).nanoseconds), interval: interval)
+            job.grid = grid
+            job.nextIndex = 0
+            job.nextMono = grid.first
+        case .after(let delay):
+            job.nextMono = now &+ UInt64(delay.nanoseconds)
+        case .at(let time):
+            job.nextWall = time
+        }
+    }
+
+    /// Moves a resumed job to its next fire on its original schedule. Returns how many fires fell due
+    /// while it was paused (they are skipped; a one-shot whose time passed fires at once instead).
+    func resumeOnSchedule(_ job: inout Job, now: UInt64) -> Int {
+        guard let grid = job.grid else { return 0 }
+        let next = grid.index(after: now)
+        let missed = next > job.nextIndex ? Int(next - job.nextIndex) : 0
+        job.nextIndex = max(job.nextIndex, next)
+        job.nextMono = grid.instant(job.nextIndex)
+        return missed
+    }
+
+    // MARK: - Timers
+
+    /// Arms (or re-arms) the job's timer for its next deadline. Paused and finished jobs have no timer.
+    func arm(_ name: JobName) {
+        guard var job = jobs[name], job.state == .scheduled else { return }
+        if job.timer == nil {
+            let timer = DispatchSource.makeTimerSource(flags: job.spec.leeway == .zero ? .strict : [], queue: queue)
+            let jobID = job.id
+            timer.setEventHandler { [unowned self] in
+                self.assumeIsolated { $0.timerFired(name, jobID: jobID) }
+            }
+            timer.activate()
+            job.timer = timer
+        }
+        let leeway = DispatchTimeInterval.nanoseconds(Int(job.spec.leeway.nanoseconds))
+        if let deadline = job.nextMono {
+            job.timer!.schedule(deadline: DispatchTime(uptimeNanoseconds: deadline), repeating: .never, leeway: leeway)
+        } else if let wall = job.nextWall {
+            let delay = max(0, (wall - SystemClock.wallNow()).nanoseconds)
+            job.timer!.schedule(wallDeadline: .now() + .nanoseconds(Int(delay)), repeating: .never, leeway: leeway)
+        }
+        jobs[name] = job
+    }
+
+    /// Stops and forgets the job's timer.
+    func disarm(_ job: inout Job) {
+        job.timer?.cancel()
+        job.timer = nil
+    }
+
+    /// A job's timer went off: fire it, advance its schedule, re-arm or finish.
+    func timerFired(_ name: JobName, jobID: UInt64) {
+        guard var job = jobs[name], job.id == jobID, job.state == .scheduled else { return }
+        let now = SystemClock.monoNow()
+        let slack: UInt64 = 1_000_000
+        var scheduled = now
+        if let deadline = job.nextMono {
+            // A re-armed source can still deliver an event for its old deadline: ignore anything early.
+            guard now &+ slack >= deadline else { return arm(name) }
+            scheduled = deadline
+        } else if let wall = job.nextWall {
+            let wallNow = SystemClock.wallNow()
+            guard wallNow + .nanoseconds(Int64(slack)) >= wall else { return arm(name) }
+            scheduled = now &- UInt64(max(0, (wallNow - wall).nanoseconds))
+        }
+
+        var oneShot = true
+        if let grid = job.grid {
+            oneShot = false
+            // If the daemon was stopped or starved past more than one fire, run once for the latest one and
+            // say how many were missed, instead of firing a burst.
+            let latest = grid.index(atOrBefore: now) ?? job.nextIndex
+            if latest > job.nextIndex {
+                let missed = Int(latest - job.nextIndex)
+                noteSkip(name, count: missed, reason: "missed: the daemon could not fire on time (it was stopped or starved)")
+                job = jobs[name]!
+                scheduled = grid.instant(latest)
+            }
+            job.nextIndex = max(job.nextIndex, latest) + 1
+            job.nextMono = grid.instant(job.nextIndex)
+        } else {
+            job.nextMono = nil
+            job.nextWall = nil
+        }
+        jobs[name] = job
+        fire(name, scheduledMono: scheduled, kind: .scheduled)
+
+        job = jobs[name]!
+        if oneShot || (job.spec.count.map { job.acceptedFires >= $0 } ?? false) {
+            job.state = .finished
+            job.nextMono = nil
+            disarm(&job)
+            jobs[name] = job
+            log.info(job: name.rawValue, oneShot ? "finished its schedule (one-shot)" : "finished its schedule (count=\(job.spec.count!) reached)")
+        } else {
+            arm(name)
+        }
+    }
+
+    // MARK: - Firing and runs
+
+    /// Handles one fire of a job by its overlap policy and the daemon's run cap. Returns what happened:
+    /// `started`, `queued`, `waiting` (for a run slot) or `skipped`.
+    @discardableResult
+    func fire(_ name: JobName, scheduledMono: UInt64, kind: FireKind) -> String {
+        guard var job = jobs[name] else { return "skipped" }
+        let pending = PendingFire(kind: kind, scheduledMono: scheduledMono, scheduledWall: wallTime(ofMono: scheduledMono))
+        let busy = !job.active.isEmpty || job.waitingForSlot > 0
+        if busy {
+            let holder = job.active.first.map { "run \($0.id) is still going" } ?? "the previous fire is still waiting for a run slot"
+            switch job.spec.overlap {
+            case .skip:
+                noteSkip(name, count: 1, reason: "\(holder) (overlap=skip)")
+                return "skipped"
+            case .queue, .replace:
+                if job.queued != nil {
+                    noteSkip(name, count: 1, reason: "\(holder) and a fire is already queued (overlap=\(job.spec.overlap))")
+                    return "skipped"
+                }
+                job.queued = pending
+                if kind == .scheduled { job.acceptedFires += 1 }
+                jobs[name] = job
+                if job.spec.overlap == .replace {
+                    log.info(job: name.rawValue, "\(holder); stopping it to start anew (overlap=replace)")
+                    for run in job.active { run.handle?.stop(reason: "replaced by a new fire (overlap=replace)") }
+                } else {
+                    log.info(job: name.rawValue, "\(holder); fire queued (overlap=queue)")
+                }
+                return "queued"
+            case .allow:
+                break
+            }
+        }
+        if kind == .scheduled { job.acceptedFires += 1 }
+        jobs[name] = job
+        return startOrWait(name, pending)
+    }
+
+    /// Starts a run now, or parks it until a run slot frees up (`max_running`).
+    func startOrWait(_ name: JobName, _ pending: PendingFire) -> String {
+        guard runningTotal >= maxRunning else {
+            startRun(name, pending)
+            return "started"
+        }
+        guard var job = jobs[name] else { return "skipped" }
+        job.waitingForSlot += 1
+        jobs[name] = job
+        waiting.append((name, job.id, pending))
+        log.notice(job: name.rawValue, "fire waits for a run slot (max_running=\(maxRunning) runs already going)")
+        return "waiting"
+    }
+
+    private func startRun(_ name: JobName, _ pending: PendingFire) {
+        guard var job = jobs[name] else { return }
+        let runID = job.nextRunID
+        job.nextRunID += 1
+        job.runs += 1
+        let now = SystemClock.monoNow()
+        let startedWall = SystemClock.wallNow()
+        let lateness = Int64(bitPattern: now &- pending.scheduledMono)
+        let request = RunRequest(
+            job: name.rawValue, runID: runID, action: job.spec.action,
+            environment: environment(for: job.spec, runID: runID, scheduled: pending.scheduledWall),
+            workingDirectory: job.spec.cwd ?? "/", timeout: job.spec.timeout, killGrace: job.spec.killGrace)
+        let jobID = job.id
+        let handle = launcher.start(request) { [unowned self] event in
+            self.enqueue { $0.runEvent(name, jobID: jobID, runID: runID, event: event) }
+        }
+        job.active.append(ActiveRun(id: runID, handle: handle, startedMono: now, startedWall: startedWall, kind: pending.kind))
+        job.lastStarted = (runID, startedWall, lateness)
+        jobs[name] = job
+        runningTotal += 1
+        let late = lateness > 1_000_000 ? ", \(DurationText.format(.milliseconds(lateness / 1_000_000))) late" : ""
+        log.info(job: name.rawValue, run: runID,
+                 "starting (\(pending.kind == .manual ? "by hand" : "scheduled at \(RFC3339.format(pending.scheduledWall))")\(late))")
+    }
+
+    /// A launcher's report about a run.
+    func runEvent(_ name: JobName, jobID: UInt64, runID: Int, event: RunEvent) {
+        switch event {
+        case .started(let pid):
+            log.debug(job: name.rawValue, run: runID, "started, pid \(pid)")
+        case .finished(let outcome):
+            runningTotal -= 1
+            let summary = "\(outcome.result.rawValue): \(outcome.reason) after \(DurationText.format(.milliseconds(Int64(outcome.durationNs / 1_000_000))))"
+            if var job = jobs[name], job.id == jobID {
+                job.active.removeAll { $0.id == runID }
+                job.lastOutcome = (runID, outcome)
+                jobs[name] = job
+                log.log(outcome.result == .ok ? .info : .warning, job: name.rawValue, run: runID, summary)
+                if job.active.isEmpty, let queued = job.queued {
+                    job.queued = nil
+                    jobs[name] = job
+                    if !shuttingDown { _ = startOrWait(name, queued) }
+                }
+            } else {
+                orphanHandles["\(jobID)/\(runID)"] = nil
+                log.info(job: name.rawValue, run: runID, "run of a removed job ended: \(summary)")
+            }
+            startWaitingRuns()
+            if shuttingDown, runningTotal == 0 {
+                let waiters = drainWaiters
+                drainWaiters = []
+                for waiter in waiters { waiter.resume() }
+            }
+        }
+    }
+
+    /// Starts parked fires while there are free run slots, oldest first.
+    func startWaitingRuns() {
+        while runningTotal < maxRunning, !waiting.isEmpty, !shuttingDown {
+            let next = waiting.removeFirst()
+            guard var job = jobs[next.name], job.id == next.jobID else { continue }
+            job.waitingForSlot -= 1
+            jobs[next.name] = job
+            startRun(next.name, next.fire)
+        }
+    }
+
+    /// Records fires that did not run, with the reason users will ask for.
+    func noteSkip(_ name: JobName, count: Int, reason: String) {
+        guard var job = jobs[name] else { return }
+        job.skipped += count
+        job.lastSkip = (SystemClock.wallNow(), reason)
+        jobs[name] = job
+        log.notice(job: name.rawValue, count == 1 ? "fire skipped: \(reason)" : "\(count) fires skipped: \(reason)")
+    }
+
+    /// The wall-clock instant of a monotonic one (for display and `TIMERD_SCHEDULED_AT`).
+    func wallTime(ofMono mono: UInt64) -> WallTime {
+        let now = SystemClock.monoNow()
+        let wallNow = SystemClock.wallNow()
+        return wallNow + .nanoseconds(Int64(bitPattern: mono &- now))
+    }
+
+    /// The child's environment: the base, the job's `env`, then `TIMERD_*` and `meta` as `TIMERD_META_*`.
+    private func environment(for spec: JobSpec, runID: Int, scheduled: WallTime) -> [String: String] {
+        var values: [String: String] = [:]
+        for pair in baseEnvironment { values[pair.key] = pair.value }
+        for pair in spec.env { values[pair.key] = pair.value }
+        values["TIMERD_JOB"] = spec.name.rawValue
+        values["TIMERD_RUN"] = String(runID)
+        values["TIMERD_SCHEDULED_AT"] = RFC3339.format(scheduled)
+        for pair in spec.meta { values["TIMERD_META_" + pair.key.uppercased()] = pair.value }
+        return values
+    }
+}

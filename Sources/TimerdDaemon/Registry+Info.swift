@@ -1,0 +1,56 @@
+import TimerdCore
+import TimerdSystem
+import TimerdProtocol
+
+extension Registry {
+    /// Every job, sorted by name.
+    func list() -> [JobInfo] {
+        jobs.keys.sorted().map { info(jobs[$0]!) }
+    }
+
+    func show(_ name: JobName) throws(TimerdError) -> JobInfo {
+        info(try lookup(name))
+    }
+
+    /// Counts for the startup line and, later, `STATUS=`.
+    func counts() -> (jobs: Int, running: Int) {
+        (jobs.count, runningTotal)
+    }
+
+    private func info(_ job: Job) -> JobInfo {
+        var info = JobInfo(
+            name: job.spec.name.rawValue, state: JobInfo.State(rawValue: job.state.rawValue)!,
+            source: job.origin.label, schedule: job.spec.schedule.summary)
+        if case .config(let file, let line) = job.origin { info.declared_at = "\(file):\(line)" }
+        info.options = job.spec.options.map { "\($0.key)=\($0.value)" }
+        if job.state == .scheduled {
+            if let mono = job.nextMono {
+                info.next_fire = RFC3339.format(wallTime(ofMono: mono))
+            } else if let wall = job.nextWall {
+                info.next_fire = RFC3339.format(wall)
+            }
+        }
+        info.runs = job.runs
+        info.running = job.active.count
+        info.skipped = job.skipped
+        info.pending = (job.queued == nil ? 0 : 1) + job.waitingForSlot
+        if let started = job.lastStarted {
+            info.last_run = started.id
+            info.last_started = RFC3339.format(started.at)
+            info.last_lateness_ms = Double(started.latenessNs) / 1_000_000
+        }
+        if let (_, outcome) = job.lastOutcome {
+            info.last_finished = RFC3339.format(outcome.finishedWall)
+            info.last_result = JobInfo.Result(rawValue: outcome.result.rawValue)
+            info.last_exit_code = outcome.exitCode
+            info.last_signal = outcome.signal
+            info.last_duration_ms = Double(outcome.durationNs) / 1_000_000
+            info.last_reason = outcome.reason
+            info.last_output = outcome.output
+        }
+        if let skip = job.lastSkip {
+            info.last_skip = JobInfo.SkippedFire(at: RFC3339.format(skip.at), reason: skip.reason)
+        }
+        return info
+    }
+}

@@ -1,0 +1,213 @@
+import Dispatch
+import TimerdCore
+import TimerdSystem
+import TimerdProtocol
+
+/// The one owner of every job, its timer and its state.
+///
+/// An actor whose executor is the serial queue its `DispatchSourceTimer`s fire on: timer handlers enter it
+/// synchronously with `assumeIsolated`, control sessions call it with `await`. Nothing here blocks: runs are
+/// started by the `RunLauncher` on its own queue and report back with messages.
+actor Registry {
+    nonisolated let executor: QueueExecutor
+    nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+    nonisolated var queue: DispatchQueue { executor.queue }
+
+    let log: Logger
+    let launcher: any RunLauncher
+    /// Environment every run starts from (before `TIMERD_*`, the job's `env` and `meta`).
+    let baseEnvironment: [KeyValue]
+
+    var jobs: [JobName: Job] = [:]
+    var maxRunning: Int
+    var runningTotal = 0
+    /// Fires waiting for a run slot, oldest first.
+    var waiting: [(name: JobName, jobID: UInt64, fire: PendingFire)] = []
+    /// Runs of jobs that were cancelled or removed while running (still counted in `runningTotal`), by
+    /// "jobID/runID", so shutdown can still stop them.
+    var orphanHandles: [String: any RunHandle] = [:]
+    var shuttingDown = false
+    var drainWaiters: [CheckedContinuation<Void, Never>] = []
+
+    private var nextJobID: UInt64 = 1
+    private var nextExecNumber: UInt64 = 1
+    /// Every name a job has had in this daemon's life, so a generated name is never handed out twice.
+    private var namesEverUsed: Set<String> = []
+    /// Finished runtime jobs kept for `show`; beyond this the oldest finished ones are forgotten.
+    static let finishedRuntimeJobsKept = 1_000
+
+    init(launcher: any RunLauncher, log: Logger, maxRunning: Int, baseEnvironment: [KeyValue]) {
+        self.executor = QueueExecutor(label: "timerd.registry")
+        self.launcher = launcher
+        self.log = log
+        self.maxRunning = maxRunning
+        self.baseEnvironment = baseEnvironment
+    }
+
+    /// Runs `body` on the registry's queue, isolated, without a task hop (for Dispatch handlers and launchers).
+    nonisolated func enqueue(_ body: @escaping @Sendable (isolated Registry) -> Void) {
+        queue.async { self.assumeIsolated { body($0) } }
+    }
+
+    // MARK: - Adding and removing
+
+    /// Adds a job and arms its timer. Throws `exists` if the name is taken, `bad-argument` if an `at` time
+    /// has already passed.
+    func add(_ spec: JobSpec, origin: JobOrigin) throws(TimerdError) {
+        guard !shuttingDown else { throw TimerdError(.shuttingDown, "timerd is shutting down") }
+        if let existing = jobs[spec.name] {
+            let whence = existing.origin == .runtime ? "added at run time" : "declared in the config"
+            throw TimerdError(.exists, "a job named \(spec.name) already exists (\(whence)); cancel it first or pick another name")
+        }
+        if case .at(let time) = spec.schedule, origin == .runtime, time < SystemClock.wallNow() {
+            throw TimerdError(.badArgument, "at: \(RFC3339.format(time)) is in the past", key: "at")
+        }
+        var job = Job(id: nextJobID, spec: spec, origin: origin)
+        nextJobID += 1
+        namesEverUsed.insert(spec.name.rawValue)
+        startSchedule(&job, from: SystemClock.monoNow())
+        jobs[spec.name] = job
+        log.info(job: spec.name.rawValue, "added (\(origin.label)): \(spec.schedule.summary): \(spec.action.summary)")
+        if case .at(let time) = spec.schedule, time < SystemClock.wallNow() {
+            // Only config jobs get here: their time passed before this daemon loaded them.
+            jobs[spec.name]!.state = .finished
+            noteSkip(spec.name, count: 1, reason: "its time \(RFC3339.format(time)) passed before timerd loaded it (missed while the daemon was down)")
+            return
+        }
+        arm(spec.name)
+        pruneFinishedRuntimeJobs()
+    }
+
+    /// A name for `EXEC` that no job in this daemon's life has had.
+    func generateName() -> JobName {
+        while true {
+            let candidate = "exec-\(nextExecNumber)"
+            nextExecNumber += 1
+            if !namesEverUsed.contains(candidate), let name = try? JobName(candidate) { return name }
+        }
+    }
+
+    /// Cancels runtime jobs. All names are checked first: either every one is cancelled or none is.
+    func cancel(_ names: [JobName]) throws(TimerdError) {
+        for name in names {
+            let job = try lookup(name)
+            if case .config(let file, let line) = job.origin {
+                throw TimerdError(
+                    .declaredInConfig,
+                    "\(name) is declared in \(file):\(line); remove it there and reload (it can be paused)")
+            }
+        }
+        for name in names { remove(name, reason: "cancelled") }
+    }
+
+    /// Removes a job, stops its timer and drops its pending fires. Running runs finish on their own.
+    func remove(_ name: JobName, reason: String) {
+        guard var job = jobs.removeValue(forKey: name) else { return }
+        disarm(&job)
+        let dropped = (job.queued == nil ? 0 : 1) + job.waitingForSlot
+        if job.waitingForSlot > 0 { waiting.removeAll { $0.jobID == job.id } }
+        for run in job.active { orphanHandles["\(job.id)/\(run.id)"] = run.handle }
+        var message = reason
+        if !job.active.isEmpty { message += "; \(job.active.count) run(s) still going will finish on their own" }
+        if dropped > 0 { message += "; \(dropped) pending fire(s) dropped" }
+        log.info(job: name.rawValue, message)
+    }
+
+    /// Pauses jobs: their timers stop; fires that fall due while paused are skipped (reported at resume).
+    func pause(_ names: [JobName]) throws(TimerdError) {
+        for name in names {
+            if try lookup(name).state == .finished { throw finishedError(name) }
+        }
+        for name in names where jobs[name]?.state == .scheduled {
+            jobs[name]!.state = .paused
+            disarm(&jobs[name]!)
+            log.info(job: name.rawValue, "paused")
+        }
+    }
+
+    enum ResumeMode: Sendable {
+        case onSchedule
+        case now
+        case after(Duration)
+    }
+
+    /// Resumes paused jobs (a job that is not paused is left alone, so resuming is idempotent).
+    func resume(_ names: [JobName], mode: ResumeMode) throws(TimerdError) {
+        guard !shuttingDown else { throw TimerdError(.shuttingDown, "timerd is shutting down") }
+        for name in names {
+            if try lookup(name).state == .finished { throw finishedError(name) }
+        }
+        let now = SystemClock.monoNow()
+        for name in names {
+            guard var job = jobs[name] else { continue }
+            let wasPaused = job.state == .paused
+            if !wasPaused, case .onSchedule = mode { continue }
+            job.state = .scheduled
+            switch mode {
+            case .onSchedule:
+                let missed = resumeOnSchedule(&job, now: now)
+                jobs[name] = job
+                log.info(job: name.rawValue, missed > 0 ? "resumed; \(missed) fire(s) fell due while paused and were skipped" : "resumed")
+                if missed > 0 { noteSkip(name, count: missed, reason: "paused") }
+                arm(name)
+            case .now:
+                if let grid = job.grid { job.nextIndex = grid.index(after: now) }
+                jobs[name] = job
+                log.info(job: name.rawValue, wasPaused ? "resumed; firing now" : "firing now (RESUME now)")
+                arm(name)
+                fire(name, scheduledMono: now, kind: .scheduled)
+            case .after(let delay):
+                let first = now &+ UInt64(delay.nanoseconds)
+                switch job.spec.schedule {
+                case .every(let interval, _):
+                    job.grid = FireGrid(first: first, interval: interval)
+                    job.nextIndex = 0
+                    job.nextMono = first
+                case .after, .at:
+                    job.nextMono = first
+                    job.nextWall = nil
+                }
+                jobs[name] = job
+                log.info(job: name.rawValue, "resumed; next fire in \(DurationText.format(delay))")
+                arm(name)
+            }
+        }
+    }
+
+    /// Fires a job once now, outside its schedule (`RUN`). Returns what happened to the fire.
+    func runNow(_ name: JobName) throws(TimerdError) -> String {
+        guard !shuttingDown else { throw TimerdError(.shuttingDown, "timerd is shutting down") }
+        let job = try lookup(name)
+        if !job.active.isEmpty {
+            switch job.spec.overlap {
+            case .skip:
+                throw TimerdError(.busy, "\(name) is still running (run \(job.active[0].id)) and overlap=skip")
+            case .queue where job.queued != nil, .replace where job.queued != nil:
+                throw TimerdError(.busy, "\(name) is still running and a fire is already queued")
+            default: break
+            }
+        }
+        log.info(job: name.rawValue, "run requested (RUN)")
+        return fire(name, scheduledMono: SystemClock.monoNow(), kind: .manual)
+    }
+
+    // MARK: - Lookup
+
+    func lookup(_ name: JobName) throws(TimerdError) -> Job {
+        guard let job = jobs[name] else { throw TimerdError(.noSuchJob, "no job named \(name)") }
+        return job
+    }
+
+    private func finishedError(_ name: JobName) -> TimerdError {
+        TimerdError(.finished, "\(name) has finished its schedule; RUN it by hand, or cancel it and add it again")
+    }
+
+    /// Forgets the oldest finished runtime jobs beyond `finishedRuntimeJobsKept` (config jobs stay).
+    private func pruneFinishedRuntimeJobs() {
+        let finished = jobs.values.filter { $0.state == .finished && $0.origin == .runtime && $0.active.isEmpty }
+        guard finished.count > Self.finishedRuntimeJobsKept else { return }
+        for job in finished.sorted(by: { $0.id < $1.id }).prefix(finished.count - Self.finishedRuntimeJobsKept) {
+            jobs[job.spec.name] = nil
+        }
+    }
+}

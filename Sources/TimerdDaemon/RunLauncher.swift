@@ -1,0 +1,34 @@
+import TimerdCore
+
+/// Everything needed to start one run of a job's action.
+struct RunRequest: Sendable {
+    var job: String
+    var runID: Int
+    var action: Action
+    /// The complete environment of the child.
+    var environment: [String: String]
+    var workingDirectory: String
+    var timeout: Duration?
+    var killGrace: Duration
+}
+
+/// What a launcher reports back about a run, in order: `started` (or nothing, if spawning failed), then
+/// exactly one `finished`.
+enum RunEvent: Sendable {
+    case started(pid: Int32)
+    case finished(RunOutcome)
+}
+
+/// A way to ask a run in progress to stop.
+protocol RunHandle: Sendable {
+    /// SIGTERM to the run's process group, SIGKILL after the kill grace; the outcome says `killed` with `reason`.
+    func stop(reason: String)
+    /// SIGKILL to the run's process group now.
+    func kill(reason: String)
+}
+
+/// Starts runs away from the registry's queue and logs their output lines itself. The registry calls `start` and returns at once; events come
+/// back through `events`, on the launcher's own queue.
+protocol RunLauncher: Sendable {
+    func start(_ request: RunRequest, events: @escaping @Sendable (RunEvent) -> Void) -> any RunHandle
+}

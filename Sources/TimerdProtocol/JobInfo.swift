@@ -1,0 +1,117 @@
+import FoundationEssentials
+
+/// What `LIST` and `SHOW` report about a job: the JSON object of `OK <json>` replies and of
+/// `timerctl --json`. Field names are snake_case and stable (documented in `docs/protocol.md`).
+public struct JobInfo: Codable, Equatable, Sendable {
+    public enum State: String, Codable, Sendable { case scheduled, paused, finished }
+    public enum Result: String, Codable, Sendable { case ok, failed, timeout, killed }
+
+    public var name: String
+    public var state: State
+    /// `config` or `runtime`.
+    public var source: String
+    /// `file:line` of the job's section, for config jobs.
+    public var declared_at: String?
+    /// Human-readable schedule, e.g. `every 5s`.
+    public var schedule: String
+    /// The job's spec as canonical `key=value` options (same keys as the config file).
+    public var options: [String]
+    /// RFC 3339 (UTC) of the next fire, or null when paused or finished.
+    public var next_fire: String?
+    /// Runs started (scheduled and manual).
+    public var runs: Int
+    /// Runs in progress now.
+    public var running: Int
+    /// Fires that did not run (each one logged with its reason).
+    public var skipped: Int
+    /// Fires waiting: queued behind a running one (`overlap=queue`) or for a run slot (`max_running`).
+    public var pending: Int
+    public var last_run: Int?
+    public var last_started: String?
+    public var last_finished: String?
+    public var last_result: Result?
+    public var last_exit_code: Int?
+    public var last_signal: Int?
+    public var last_duration_ms: Double?
+    /// How late the last run started compared with its scheduled time.
+    public var last_lateness_ms: Double?
+    /// Why the last run ended the way it did (e.g. "timed out after 5s; killed with SIGTERM").
+    public var last_reason: String?
+    /// The last 4 KiB of the last run's combined stdout/stderr.
+    public var last_output: String?
+    /// The most recent fire that did not run, and why.
+    public var last_skip: SkippedFire?
+
+    public struct SkippedFire: Codable, Equatable, Sendable {
+        public var at: String
+        public var reason: String
+        public init(at: String, reason: String) {
+            self.at = at
+            self.reason = reason
+        }
+    }
+
+    public init(name: String, state: State, source: String, schedule: String) {
+        self.name = name
+        self.state = state
+        self.source = source
+        self.schedule = schedule
+        self.options = []
+        self.runs = 0
+        self.running = 0
+        self.skipped = 0
+        self.pending = 0
+    }
+
+    // Encode every field, nulls included, so scripts can rely on the keys being present.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(name, forKey: .name)
+        try c.encode(state, forKey: .state)
+        try c.encode(source, forKey: .source)
+        try c.encode(declared_at, forKey: .declared_at)
+        try c.encode(schedule, forKey: .schedule)
+        try c.encode(options, forKey: .options)
+        try c.encode(next_fire, forKey: .next_fire)
+        try c.encode(runs, forKey: .runs)
+        try c.encode(running, forKey: .running)
+        try c.encode(skipped, forKey: .skipped)
+        try c.encode(pending, forKey: .pending)
+        try c.encode(last_run, forKey: .last_run)
+        try c.encode(last_started, forKey: .last_started)
+        try c.encode(last_finished, forKey: .last_finished)
+        try c.encode(last_result, forKey: .last_result)
+        try c.encode(last_exit_code, forKey: .last_exit_code)
+        try c.encode(last_signal, forKey: .last_signal)
+        try c.encode(last_duration_ms, forKey: .last_duration_ms)
+        try c.encode(last_lateness_ms, forKey: .last_lateness_ms)
+        try c.encode(last_reason, forKey: .last_reason)
+        try c.encode(last_output, forKey: .last_output)
+        try c.encode(last_skip, forKey: .last_skip)
+    }
+}
+
+/// The `VERSION` reply.
+public struct VersionInfo: Codable, Equatable, Sendable {
+    public var version: String
+    public var `protocol`: Int
+    public init(version: String, protocol: Int) {
+        self.version = version
+        self.protocol = `protocol`
+    }
+}
+
+/// JSON helpers for reply payloads: one line, UTF-8.
+public enum Payload {
+    public static func encode<T: Encodable>(_ value: T) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes, .sortedKeys]
+        // Encoding our own plain structs cannot fail; a failure is a bug.
+        guard let data = try? encoder.encode(value) else { preconditionFailure("cannot encode \(T.self)") }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    public static func decode<T: Decodable>(_ type: T.Type, from text: String) throws -> T {
+        try JSONDecoder().decode(type, from: Data(text.utf8))
+    }
+}

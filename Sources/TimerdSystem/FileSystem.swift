@@ -1,0 +1,153 @@
+import Glibc
+
+/// Paths and files: the few file-system calls the daemon and client make.
+public enum FileSystem {
+    /// The whole content of the file at `path`, read until end of file (so /proc files, whose
+    /// size is reported as 0, work too).
+    ///
+    /// The corresponding C functions are `open` and `read`.
+    public static func readFile(_ path: String) throws(Errno) -> [UInt8] {
+        let fd = try FileDescriptor.open(path, .readOnly)
+        defer { try? fd.close() }
+        return try fd.readToEnd()
+    }
+
+    /// Whether something exists at `path` (following symbolic links).
+    ///
+    /// The corresponding C function is `stat`.
+    public static func fileExists(_ path: String) -> Bool {
+        var info = stat()
+        return stat(path, &info) == 0
+    }
+
+    /// Whether `path` is a directory (following symbolic links).
+    ///
+    /// The corresponding C function is `stat`.
+    public static func isDirectory(_ path: String) -> Bool {
+        fileType(path, followLinks: true) == S_IFDIR
+    }
+
+    /// Whether `path` itself is a socket (a symbolic link to one is not).
+    ///
+    /// The corresponding C function is `lstat`.
+    public static func isSocket(_ path: String) -> Bool {
+        fileType(path, followLinks: false) == S_IFSOCK
+    }
+
+    /// Whether `path` is a regular file (following symbolic links).
+    ///
+    /// The corresponding C function is `stat`.
+    public static func isRegularFile(_ path: String) -> Bool {
+        fileType(path, followLinks: true) == S_IFREG
+    }
+
+    /// The permission bits of `path` (e.g. 0o600), following symbolic links.
+    ///
+    /// The corresponding C function is `stat`.
+    public static func permissions(_ path: String) throws(Errno) -> UInt32 {
+        var info = stat()
+        _ = try checkResult(stat(path, &info))
+        return info.st_mode & 0o7777
+    }
+
+    /// Sets the permission bits of `path`.
+    ///
+    /// The corresponding C function is `chmod`.
+    public static func setPermissions(_ path: String, _ mode: UInt32) throws(Errno) {
+        _ = try retryOnInterrupt { chmod(path, mode) }
+    }
+
+    /// Removes the name `path` (not a directory).
+    ///
+    /// The corresponding C function is `unlink`.
+    public static func unlink(_ path: String) throws(Errno) {
+        _ = try checkResult(Glibc.unlink(path))
+    }
+
+    /// Creates `path` and any missing parents (`mkdir -p`). Directories created here get exactly
+    /// `mode`, whatever the umask; existing ones are left as they are. Throws ENOTDIR if a
+    /// component exists and is not a directory.
+    ///
+    /// The corresponding C functions are `mkdir` and `chmod`.
+    public static func makeDirectories(_ path: String, mode: UInt32 = 0o755) throws(Errno) {
+        if isDirectory(path) {
+            return
+        }
+        var prefix = path.hasPrefix("/") ? "/" : ""
+        for component in path.split(separator: "/") {
+            prefix += component
+            if mkdir(prefix, mode) == 0 {
+                try setPermissions(prefix, mode)
+            } else {
+                let error = Errno.current
+                guard error == .fileExists else {
+                    throw error
+                }
+                if !isDirectory(prefix) {
+                    throw .notDirectory
+                }
+            }
+            prefix += "/"
+        }
+    }
+
+    /// The paths matching shell pattern `pattern` (`*`, `?`, `[...]`), sorted by their UTF-8
+    /// bytes; empty when nothing matches. Unreadable directories are skipped.
+    ///
+    /// The corresponding C function is `glob`.
+    public static func glob(_ pattern: String) throws(Errno) -> [String] {
+        var matches = glob_t()
+        defer { globfree(&matches) }
+        switch Glibc.glob(pattern, 0, nil, &matches) {
+        case 0:
+            break
+        case GLOB_NOMATCH:
+            return []
+        case GLOB_NOSPACE:
+            throw .noMemory
+        default:
+            throw .permissionDenied
+        }
+        var paths: [String] = []
+        for index in 0..<Int(matches.gl_pathc) {
+            if let path = matches.gl_pathv[index] {
+                paths.append(String(cString: path))
+            }
+        }
+        return paths.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+    }
+
+    /// The absolute path of `path` with symbolic links, "." and ".." resolved; it must exist.
+    ///
+    /// The corresponding C function is `realpath`.
+    public static func realPath(_ path: String) throws(Errno) -> String {
+        guard let resolved = realpath(path, nil) else {
+            throw Errno.current
+        }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
+    /// The directory part of `path`, like dirname(1): "/a/b" → "/a", "/a" → "/", "a" → ".",
+    /// "a/b/" → "a". Pure string manipulation.
+    public static func directoryName(of path: String) -> String {
+        var bytes = Array(path.utf8)
+        while bytes.count > 1 && bytes.last == UInt8(ascii: "/") {
+            bytes.removeLast()
+        }
+        guard let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else {
+            return "."
+        }
+        var end = slash
+        while end > 0 && bytes[end - 1] == UInt8(ascii: "/") {
+            end -= 1
+        }
+        return end == 0 ? "/" : String(decoding: bytes[..<end], as: UTF8.self)
+    }
+
+    private static func fileType(_ path: String, followLinks: Bool) -> mode_t? {
+        var info = stat()
+        let result = followLinks ? stat(path, &info) : lstat(path, &info)
+        return result == 0 ? info.st_mode & S_IFMT : nil
+    }
+}

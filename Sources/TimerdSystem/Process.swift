@@ -1,0 +1,187 @@
+import CTimerdSys
+import Glibc
+
+/// How a child process ended.
+public enum TerminationStatus: Sendable, Hashable, CustomStringConvertible {
+    /// It called exit with this code (0...255).
+    case exited(Int32)
+    /// A signal killed it.
+    case signaled(Signal)
+
+    /// True for `.exited(0)`.
+    public var isSuccess: Bool { self == .exited(0) }
+
+    /// "exited with code 3" or "killed by SIGTERM".
+    public var description: String {
+        switch self {
+        case .exited(let code): "exited with code \(code)"
+        case .signaled(let signal): "killed by \(signal)"
+        }
+    }
+}
+
+/// Waiting for and signalling processes by pid.
+public enum ProcessControl {
+    /// Reaps child `pid` if it has ended: its status, or nil if it is still running. With
+    /// `blocking`, waits for it to end (never nil). Call it without blocking once the child's
+    /// pidfd is readable. Throws ECHILD if `pid` is not an unreaped child of this process.
+    ///
+    /// The corresponding C function is `waitpid`.
+    public static func waitExit(pid: Int32, blocking: Bool = false) throws(Errno) -> TerminationStatus? {
+        var kind: Int32 = 0
+        var value: Int32 = 0
+        let reaped = try retryOnInterrupt { tsys_wait(pid, blocking ? 1 : 0, &kind, &value) }
+        if reaped == 0 {
+            return nil
+        }
+        return kind == TSYS_WAIT_EXITED ? .exited(value) : .signaled(Signal(rawValue: value))
+    }
+
+    /// Sends `signal` to every process in process group `processGroup` (a spawned child's pid,
+    /// since it leads its own group). Returns false if no such group exists any more (ESRCH).
+    /// The group id can be reused only once every member is gone and the leader was reaped.
+    ///
+    /// The corresponding C function is `kill` (with a negative pid).
+    public static func signalProcessGroup(_ processGroup: Int32, _ signal: Signal) throws(Errno) -> Bool {
+        precondition(processGroup > 1, "refusing to signal process group \(processGroup)")
+        return try sendSignal(Glibc.kill(-processGroup, signal.rawValue))
+    }
+
+    /// Sends `signal` to process `pid`. Returns false if it no longer exists (ESRCH).
+    /// Prefer `ChildProcess.signal`, which cannot hit a recycled pid.
+    ///
+    /// The corresponding C function is `kill`.
+    public static func signalProcess(_ pid: Int32, _ signal: Signal) throws(Errno) -> Bool {
+        precondition(pid > 0, "refusing to signal pid \(pid)")
+        return try sendSignal(Glibc.kill(pid, signal.rawValue))
+    }
+
+    /// Opens a close-on-exec pidfd for any process (not only a child): it becomes readable
+    /// when the process ends. Throws ESRCH if there is no such process.
+    ///
+    /// The corresponding C function is `pidfd_open`.
+    public static func openPidfd(_ pid: Int32) throws(Errno) -> FileDescriptor {
+        FileDescriptor(rawValue: try checkResult(tsys_pidfd_open(pid)))
+    }
+
+    static func sendSignal(_ result: Int32) throws(Errno) -> Bool {
+        if result == 0 {
+            return true
+        }
+        let error = Errno.current
+        if error == .noSuchProcess {
+            return false
+        }
+        throw error
+    }
+}
+
+/// Facts about, and actions on, the current process.
+public enum CurrentProcess {
+    /// The process id.
+    ///
+    /// The corresponding C function is `getpid`.
+    public static var id: Int32 { getpid() }
+
+    /// The real user id.
+    ///
+    /// The corresponding C function is `getuid`.
+    public static var userID: UInt32 { getuid() }
+
+    /// The real group id.
+    ///
+    /// The corresponding C function is `getgid`.
+    public static var groupID: UInt32 { getgid() }
+
+    /// The value of environment variable `name`, or nil if unset.
+    ///
+    /// The corresponding C function is `getenv`.
+    public static func environmentVariable(_ name: String) -> String? {
+        getenv(name).map { String(cString: $0) }
+    }
+
+    /// The whole environment. Entries without "=" are skipped; a repeated name keeps its first
+    /// value, as `getenv` does.
+    ///
+    /// The corresponding C variable is `environ`.
+    public static func environment() -> [String: String] {
+        var result: [String: String] = [:]
+        guard var entry = tsys_environ() else {
+            return result
+        }
+        while let pointer = entry.pointee {
+            let text = String(cString: pointer)
+            if let equals = text.utf8.firstIndex(of: UInt8(ascii: "=")) {
+                let name = String(text[..<equals])
+                if result[name] == nil {
+                    result[name] = String(text[text.utf8.index(after: equals)...])
+                }
+            }
+            entry += 1
+        }
+        return result
+    }
+
+    /// The host name.
+    ///
+    /// The corresponding C function is `gethostname`.
+    public static func hostname() throws(Errno) -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        _ = try checkResult(gethostname(&buffer, buffer.count - 1))
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Resident set size in bytes, from /proc/self/statm.
+    public static func residentSetBytes() throws(Errno) -> UInt64 {
+        let text = String(decoding: try FileSystem.readFile("/proc/self/statm"), as: UTF8.self)
+        let fields = text.split(separator: " ")
+        guard fields.count > 1, let pages = UInt64(fields[1]) else {
+            throw .invalidArgument
+        }
+        return pages * UInt64(sysconf(Int32(_SC_PAGESIZE)))
+    }
+
+    /// Writes `text` to standard error in one `write` (looping only over a short write), so
+    /// lines from several threads do not interleave. Errors are ignored: there is nowhere to
+    /// report them.
+    ///
+    /// The corresponding C function is `write`.
+    public static func writeToStderr(_ text: String) {
+        try? FileDescriptor.standardError.writeAll(text)
+    }
+
+    /// Ends the process with `code` after running exit handlers and flushing stdio.
+    ///
+    /// The corresponding C function is `exit`.
+    public static func exit(_ code: Int32) -> Never {
+        Glibc.exit(code)
+    }
+}
+
+/// The system clocks.
+public enum SystemClock {
+    /// Wall-clock time since the Unix epoch (for calendar schedules and display).
+    ///
+    /// The corresponding C function is `clock_gettime` (`CLOCK_REALTIME`).
+    public static func wallClockNow() -> (seconds: Int64, nanoseconds: Int32) {
+        let now = read(CLOCK_REALTIME)
+        return (Int64(now.tv_sec), Int32(now.tv_nsec))
+    }
+
+    /// Nanoseconds on a clock that never jumps (for intervals and timeouts); it does not
+    /// advance while the system is suspended.
+    ///
+    /// The corresponding C function is `clock_gettime` (`CLOCK_MONOTONIC`).
+    public static func monotonicNow() -> UInt64 {
+        let now = read(CLOCK_MONOTONIC)
+        return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+    }
+
+    private static func read(_ clock: clockid_t) -> timespec {
+        var now = timespec()
+        // Cannot fail for these clocks with a valid pointer.
+        let result = clock_gettime(clock, &now)
+        precondition(result == 0, "clock_gettime failed")
+        return now
+    }
+}

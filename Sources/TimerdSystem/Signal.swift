@@ -1,0 +1,77 @@
+import CTimerdSys
+import Glibc
+
+/// A signal number, so other modules need not import Glibc.
+public struct Signal: Sendable, Hashable, RawRepresentable, CustomStringConvertible {
+    public let rawValue: Int32
+
+    public init(rawValue: Int32) {
+        self.rawValue = rawValue
+    }
+
+    public static let hup = Signal(rawValue: SIGHUP)
+    public static let int = Signal(rawValue: SIGINT)
+    public static let quit = Signal(rawValue: SIGQUIT)
+    public static let kill = Signal(rawValue: SIGKILL)
+    public static let usr1 = Signal(rawValue: SIGUSR1)
+    public static let usr2 = Signal(rawValue: SIGUSR2)
+    public static let pipe = Signal(rawValue: SIGPIPE)
+    public static let alrm = Signal(rawValue: SIGALRM)
+    public static let term = Signal(rawValue: SIGTERM)
+    public static let chld = Signal(rawValue: SIGCHLD)
+    public static let cont = Signal(rawValue: SIGCONT)
+    public static let stop = Signal(rawValue: SIGSTOP)
+
+    /// "SIGTERM", or "signal 99" for an unknown number.
+    ///
+    /// The corresponding C function is `sigabbrev_np`.
+    public var description: String {
+        tsys_signal_abbrev(rawValue).map { "SIG" + String(cString: $0) } ?? "signal \(rawValue)"
+    }
+}
+
+/// Process-wide signal dispositions and the calling thread's signal mask.
+public enum Signals {
+    /// Ignores `signal` process-wide, e.g. `.pipe` so writes to a closed socket fail with EPIPE.
+    /// Children started by `Spawn` get default dispositions back.
+    ///
+    /// The corresponding C function is `sigaction` (`SIG_IGN`).
+    public static func ignore(_ signal: Signal) throws(Errno) {
+        _ = try checkResult(tsys_ignore_signal(signal.rawValue))
+    }
+
+    /// Restores the default disposition of `signal`.
+    ///
+    /// The corresponding C function is `sigaction` (`SIG_DFL`).
+    public static func restoreDefault(_ signal: Signal) throws(Errno) {
+        _ = try checkResult(tsys_default_signal(signal.rawValue))
+    }
+
+    /// Readies `signals` (e.g. `.term`, `.int`, `.hup`) for `DispatchSource.makeSignalSource`:
+    /// sets each to `SIG_IGN`, so it never runs its default action (terminate) on a thread that
+    /// has not blocked it, and blocks it in the calling thread, so threads created later inherit
+    /// the block and the signal stays pending for Dispatch's signalfd instead of being discarded
+    /// as ignored. Call it from the main thread first thing, before any Dispatch work starts.
+    ///
+    /// The corresponding C functions are `sigaction` and `pthread_sigmask`.
+    public static func prepareForDispatchSources(_ signals: [Signal]) throws(Errno) {
+        for signal in signals {
+            _ = try checkResult(tsys_ignore_signal(signal.rawValue))
+            _ = try checkResult(tsys_thread_mask_signal(signal.rawValue, 1))
+        }
+    }
+
+    /// Blocks (or unblocks) `signal` in the calling thread only.
+    ///
+    /// The corresponding C function is `pthread_sigmask`.
+    public static func setBlockedInCurrentThread(_ signal: Signal, _ blocked: Bool) throws(Errno) {
+        _ = try checkResult(tsys_thread_mask_signal(signal.rawValue, blocked ? 1 : 0))
+    }
+
+    /// Blocks every signal in the calling thread, as Dispatch worker threads do (for tests).
+    ///
+    /// The corresponding C function is `pthread_sigmask`.
+    public static func blockAllInCurrentThread() throws(Errno) {
+        _ = try checkResult(tsys_thread_block_all_signals())
+    }
+}

@@ -1,0 +1,4 @@
+import TimerdDaemon
+import TimerdSystem
+
+Daemon.main(arguments: Array(CommandLine.arguments.dropFirst()))
