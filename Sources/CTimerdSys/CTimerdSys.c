@@ -10,6 +10,8 @@
 #include <spawn.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -199,3 +201,36 @@ const char *tsys_signal_abbrev(int sig) {
 char **tsys_environ(void) {
     return environ;
 }
+
+int tsys_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
+
+int tsys_epoll_arm(int epfd, int fd, unsigned events, unsigned long long id, int modify) {
+    struct epoll_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.events = EPOLLONESHOT | ((events & TSYS_EV_READ) ? (EPOLLIN | EPOLLRDHUP) : 0)
+        | ((events & TSYS_EV_WRITE) ? EPOLLOUT : 0);
+    ev.data.u64 = id;
+    return epoll_ctl(epfd, modify ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &ev);
+}
+
+int tsys_epoll_remove(int epfd, int fd) {
+    struct epoll_event ev;  // ignored, but kernels before 2.6.9 required a non-NULL pointer
+    memset(&ev, 0, sizeof ev);
+    return epoll_ctl(epfd, EPOLL_CTL_DEL, fd, &ev);
+}
+
+int tsys_epoll_wait(int epfd, unsigned long long *ids, unsigned *events, int max, int timeout_ms) {
+    struct epoll_event evs[64];
+    if (max > 64) max = 64;
+    int n = epoll_wait(epfd, evs, max, timeout_ms);
+    for (int i = 0; i < n; i++) {
+        unsigned e = evs[i].events, bits = 0;
+        if (e & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)) bits |= TSYS_EV_READ;
+        if (e & (EPOLLOUT | EPOLLHUP | EPOLLERR)) bits |= TSYS_EV_WRITE;
+        ids[i] = evs[i].data.u64;
+        events[i] = bits;
+    }
+    return n;
+}
+
+int tsys_eventfd(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }

@@ -99,6 +99,9 @@ public struct JobSpec: Equatable, Sendable {
             case "meta":
                 meta.append(try Self.parsePair(option.value, key: "meta", namePattern: .meta))
             case let key where Self.keys.contains(key):
+                guard !option.value.utf8.contains(0) else {
+                    throw TimerdError(.badArgument, "\(key): value contains a NUL byte", key: key)
+                }
                 guard single[key] == nil else {
                     throw TimerdError(.badArgument, "\(key) is given more than once", key: key)
                 }
@@ -116,7 +119,7 @@ public struct JobSpec: Equatable, Sendable {
         }
 
         // Schedule: exactly one of every / in / at.
-        let given = ["every", "in", "at"].filter { single[$0] != nil }
+        let given = options.map(\.key).filter { ["every", "in", "at"].contains($0) }
         guard given.count <= 1 else {
             throw TimerdError(.badArgument, "give only one of every, in and at (got \(given.joined(separator: ", ")))", key: given[1])
         }
@@ -141,7 +144,7 @@ public struct JobSpec: Equatable, Sendable {
 
         var count: Int?
         if let text = single["count"] {
-            guard let value = Int(text), value >= 1 else {
+            guard text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let value = Int(text), value >= 1 else {
                 throw TimerdError(.badArgument, "count: expected a whole number of runs ≥ 1, got \"\(text)\"", key: "count")
             }
             guard schedule.repeats else {
@@ -165,6 +168,9 @@ public struct JobSpec: Equatable, Sendable {
         }
         if let argv {
             guard !argv.isEmpty else { throw TimerdError(.badArgument, "nothing after --: give the program and its arguments", key: "argv") }
+            guard !argv.contains(where: { $0.utf8.contains(0) }) else {
+                throw TimerdError(.badArgument, "argv: a word contains a NUL byte", key: "argv")
+            }
             actions.append(.argv(argv))
         }
         guard actions.count <= 1 else {

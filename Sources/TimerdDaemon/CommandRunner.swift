@@ -32,8 +32,8 @@ actor CommandRun: RunHandle {
     private let events: @Sendable (RunEvent) -> Void
 
     private var child: ChildProcess?
-    private var exitSource: (any DispatchSourceRead)?
-    private var outputSource: (any DispatchSourceRead)?
+    private var exitWatch: IOWatcher.Registration?
+    private var outputWatch: IOWatcher.Registration?
     private var timeoutTimer: (any DispatchSourceTimer)?
     private var killTimer: (any DispatchSourceTimer)?
     private var tail: [UInt8] = []
@@ -95,17 +95,23 @@ actor CommandRun: RunHandle {
         self.child = child
         events(.started(pid: child.pid))
 
-        let output = DispatchSource.makeReadSource(fileDescriptor: pipe.read.rawValue, queue: executor.queue)
-        output.setEventHandler { [self] in self.assumeIsolated { $0.readOutput() } }
-        output.setCancelHandler { try? pipe.read.close() }
-        output.activate()
-        outputSource = output
-
-        let exit = DispatchSource.makeReadSource(fileDescriptor: child.pidfd.rawValue, queue: executor.queue)
-        exit.setEventHandler { [self] in self.assumeIsolated { $0.childExited() } }
-        exit.setCancelHandler { try? child.pidfd.close() }
-        exit.activate()
-        exitSource = exit
+        let queue = executor.queue
+        do {
+            outputWatch = try IOWatcher.shared.watch(pipe.read, for: .readable, on: queue) { [self] _ in
+                self.assumeIsolated { $0.readOutput() }
+            }
+            exitWatch = try IOWatcher.shared.watch(child.pidfd, for: .readable, on: queue) { [self] _ in
+                self.assumeIsolated { $0.childExited() }
+            }
+        } catch {
+            // Cannot watch: stop the child rather than lose track of it.
+            _ = try? ProcessControl.signalProcessGroup(child.pid, .kill)
+            _ = try? child.waitExit(blocking: true)
+            if outputWatch == nil { try? pipe.read.close() } else { closeOutput() }
+            try? child.pidfd.close()
+            self.child = nil
+            return finish(.failed, exitCode: nil, signal: nil, reason: "cannot watch the process: \(error)")
+        }
 
         if let timeout = request.timeout {
             timeoutTimer = makeTimer(after: timeout) { run in
@@ -157,20 +163,25 @@ actor CommandRun: RunHandle {
     // MARK: - Output
 
     private func readOutput() {
-        guard let source = outputSource else { return }
-        let fd = FileDescriptor(rawValue: Int32(source.handle))
+        guard let watch = outputWatch else { return }
         while true {
             let chunk: [UInt8]?
-            do { chunk = try fd.tryRead(upToCount: 65_536) } catch { chunk = [] }
+            do { chunk = try watch.fd.tryRead(upToCount: 65_536) } catch { chunk = [] }
             guard let chunk else { return }  // drained for now
             if chunk.isEmpty {  // EOF: every writer closed its end
                 flushPartialLine()
-                source.cancel()
-                outputSource = nil
+                closeOutput()
                 return
             }
             absorb(chunk)
         }
+    }
+
+    private func closeOutput() {
+        guard let watch = outputWatch else { return }
+        IOWatcher.shared.cancel(watch)
+        try? watch.fd.close()
+        outputWatch = nil
     }
 
     private func absorb(_ chunk: [UInt8]) {
@@ -217,8 +228,7 @@ actor CommandRun: RunHandle {
         // not hold the run: the run ends with its main process.
         readOutput()
         flushPartialLine()
-        outputSource?.cancel()
-        outputSource = nil
+        closeOutput()
 
         switch status {
         case .exited(let code):
@@ -245,8 +255,11 @@ actor CommandRun: RunHandle {
     private func finish(_ result: RunOutcome.Result, exitCode: Int?, signal: Int?, reason: String) {
         guard !finished else { return }
         finished = true
-        exitSource?.cancel()
-        exitSource = nil
+        if let exitWatch {
+            IOWatcher.shared.cancel(exitWatch)
+            try? exitWatch.fd.close()
+            self.exitWatch = nil
+        }
         timeoutTimer?.cancel()
         killTimer?.cancel()
         let outcome = RunOutcome(

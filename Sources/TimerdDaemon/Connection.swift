@@ -5,7 +5,7 @@ import TimerdSystem
 
 /// One client of the control socket: reads request lines, answers each with one reply line, in order.
 ///
-/// Isolated to the control server's queue. Non-blocking I/O driven by Dispatch sources; requests are
+/// Isolated to the control server's queue. Non-blocking I/O driven by the `IOWatcher`; requests are
 /// handled one at a time per connection (so replies keep request order) while other connections go on.
 /// Reading pauses while too many requests or too many reply bytes are waiting (a client that writes but
 /// never reads cannot make the daemon buffer without bound).
@@ -20,14 +20,11 @@ actor Connection {
     private let onClose: @Sendable (Int) -> Void
 
     private var framer = LineFramer(maxLineBytes: Limits.maxLineBytes)
-    private var readSource: (any DispatchSourceRead)?
-    private var writeSource: (any DispatchSourceWrite)?
-    private var openSources = 0
+    private var watch: IOWatcher.Registration?
     private var requests: [FramedLine] = []
     private var out: [UInt8] = []
     private var busy = false
     private var readEOF = false
-    private var readingPaused = false
     private var closed = false
 
     private static let maxQueuedRequests = 64
@@ -44,37 +41,47 @@ actor Connection {
     }
 
     func start() {
-        let source = DispatchSource.makeReadSource(fileDescriptor: fd.rawValue, queue: executor.queue)
-        source.setEventHandler { [self] in self.assumeIsolated { $0.readable() } }
-        source.setCancelHandler { [self] in self.assumeIsolated { $0.sourceCancelled() } }
-        openSources += 1
-        source.activate()
-        readSource = source
+        do {
+            watch = try IOWatcher.shared.watch(fd, for: .readable, on: executor.queue) { [self] events in
+                self.assumeIsolated { $0.ready(events) }
+            }
+        } catch {
+            log.warning("control connection \(id): cannot watch the socket: \(error)")
+            close()
+        }
     }
 
-    /// Closes the connection now (daemon exit).
+    /// Closes the connection now.
     func close() {
         guard !closed else { return }
         closed = true
-        if readingPaused { readSource?.resume() }
-        readSource?.cancel()
-        readSource = nil
-        writeSource?.cancel()
-        writeSource = nil
-        if openSources == 0 { try? fd.close() }
+        if let watch { IOWatcher.shared.cancel(watch) }
+        watch = nil
+        try? fd.close()
         onClose(id)
     }
 
-    /// The descriptor is closed once the connection is closed and no source still uses it.
-    private func sourceCancelled() {
-        openSources -= 1
-        if openSources == 0, closed { try? fd.close() }
+    private func ready(_ events: IOWatcher.Events) {
+        if events.contains(.writable) { flush() }
+        if events.contains(.readable), !readEOF { read() }
+        updateInterest()
+        closeIfDone()
+    }
+
+    /// Waits for what the connection can use now: input while there is room for it, output while
+    /// replies are pending.
+    private func updateInterest() {
+        guard let watch, !closed else { return }
+        var interest: IOWatcher.Events = []
+        let full = requests.count >= Self.maxQueuedRequests || out.count >= Self.maxQueuedReplyBytes
+        if !readEOF, !full { interest.insert(.readable) }
+        if !out.isEmpty { interest.insert(.writable) }
+        IOWatcher.shared.update(watch, to: interest)
     }
 
     // MARK: - Reading
 
-    private func readable() {
-        guard !closed else { return }
+    private func read() {
         let chunk: [UInt8]?
         do {
             chunk = try fd.tryRead(upToCount: 65_536)
@@ -88,24 +95,10 @@ actor Connection {
             if let rest = framer.finish(), !rest.isEmpty {
                 log.debug("control connection \(id): client left mid-line; \(rest.count) bytes dropped")
             }
-            readSource?.cancel()
-            readSource = nil
-            return closeIfDone()
+            return
         }
         requests += framer.append(chunk)
         pump()
-        pauseReadingIfFull()
-    }
-
-    private func pauseReadingIfFull() {
-        let full = requests.count >= Self.maxQueuedRequests || out.count >= Self.maxQueuedReplyBytes
-        if full, !readingPaused, let readSource {
-            readSource.suspend()
-            readingPaused = true
-        } else if !full, readingPaused, let readSource {
-            readSource.resume()
-            readingPaused = false
-        }
     }
 
     // MARK: - Requests
@@ -127,7 +120,7 @@ actor Connection {
         out += Array((reply.encode() + "\n").utf8)
         flush()
         pump()
-        pauseReadingIfFull()
+        updateInterest()
         closeIfDone()
     }
 
@@ -146,26 +139,8 @@ actor Connection {
                 log.debug("control connection \(id): write failed: \(error); closing")
                 return close()
             }
-            guard let written else { return armWriteSource() }
+            guard let written else { return }  // full: the watcher says when there is room
             out.removeFirst(written)
         }
-        writeSource?.cancel()
-        writeSource = nil
-    }
-
-    private func armWriteSource() {
-        guard writeSource == nil else { return }
-        let source = DispatchSource.makeWriteSource(fileDescriptor: fd.rawValue, queue: executor.queue)
-        source.setEventHandler { [self] in
-            self.assumeIsolated { connection in
-                connection.flush()
-                connection.pauseReadingIfFull()
-                connection.closeIfDone()
-            }
-        }
-        source.setCancelHandler { [self] in self.assumeIsolated { $0.sourceCancelled() } }
-        openSources += 1
-        source.activate()
-        writeSource = source
     }
 }

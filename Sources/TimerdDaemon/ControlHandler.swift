@@ -60,11 +60,12 @@ struct ControlHandler: Sendable {
             return .ok(nil)
         case .exec:
             try expect(request, names: 0...0, options: true, argv: true)
-            let name = await registry.generateName()
-            let spec = try ExecRequest.spec(
-                name: name, options: request.options.map { KeyValue($0.key, $0.value) }, argv: request.argv)
+            // Validate first, so a rejected EXEC does not use up a generated name.
+            var spec = try ExecRequest.spec(
+                name: try JobName("exec"), options: request.options.map { KeyValue($0.key, $0.value) }, argv: request.argv)
+            spec.name = await registry.generateName()
             try await registry.add(spec, origin: .runtime)
-            return .ok(Payload.encode(["name": name.rawValue]))
+            return .ok(Payload.encode(["name": spec.name.rawValue]))
         case .cancel:
             try await registry.cancel(try expect(request, names: 1...Int.max))
             return .ok(nil)

@@ -12,10 +12,9 @@ actor ControlServer {
     private let listener: FileDescriptor
     private let handler: ControlHandler
     private let log: Logger
-    private var acceptSource: (any DispatchSourceRead)?
+    private var acceptWatch: IOWatcher.Registration?
     private var connections: [Int: Connection] = [:]
     private var nextID = 1
-    private var acceptPaused = false
 
     /// Binds `path` (replacing a stale socket, refusing a live one). Throws a `SocketError` to report.
     init(path: String, handler: ControlHandler, log: Logger) throws(SocketError) {
@@ -25,22 +24,18 @@ actor ControlServer {
         self.log = log
     }
 
-    func start() {
-        let source = DispatchSource.makeReadSource(fileDescriptor: listener.rawValue, queue: executor.queue)
-        source.setEventHandler { [self] in self.assumeIsolated { $0.acceptPending() } }
-        let listener = self.listener
-        source.setCancelHandler { try? listener.close() }
-        source.activate()
-        acceptSource = source
+    func start() throws(Errno) {
+        acceptWatch = try IOWatcher.shared.watch(listener, for: .readable, on: executor.queue) { [self] _ in
+            self.assumeIsolated { $0.acceptPending() }
+        }
     }
 
     /// Stops accepting and removes the socket file; open connections stay until the daemon exits.
     func stopAccepting() {
-        guard let acceptSource else { return }
-        // A suspended source never runs its cancel handler (which closes the listener).
-        if acceptPaused { acceptPaused = false; acceptSource.resume() }
-        acceptSource.cancel()
-        self.acceptSource = nil
+        guard let acceptWatch else { return }
+        IOWatcher.shared.cancel(acceptWatch)
+        self.acceptWatch = nil
+        try? listener.close()
         try? FileSystem.unlink(path)
     }
 
@@ -75,18 +70,14 @@ actor ControlServer {
         }
     }
 
+    /// Stops accepting for 100 ms (the listener stays readable while descriptors are exhausted).
     private func pauseAccepting() {
-        guard let acceptSource, !acceptPaused else { return }
-        acceptSource.suspend()
-        acceptPaused = true
+        guard let acceptWatch else { return }
+        IOWatcher.shared.update(acceptWatch, to: [])
         executor.queue.asyncAfter(deadline: .now() + .milliseconds(100)) { [self] in
-            self.assumeIsolated { $0.resumeAccepting() }
+            self.assumeIsolated { server in
+                if let watch = server.acceptWatch { IOWatcher.shared.update(watch, to: .readable) }
+            }
         }
-    }
-
-    private func resumeAccepting() {
-        guard acceptPaused else { return }
-        acceptPaused = false
-        acceptSource?.resume()
     }
 }

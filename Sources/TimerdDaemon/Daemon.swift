@@ -72,6 +72,14 @@ public final class Daemon: Sendable {
             ?? CurrentProcess.environmentVariable("TIMERD_SOCKET").flatMap { $0.isEmpty ? nil : $0 }
             ?? configuration.settings.socket
             ?? DaemonOptions.defaultSocket()
+        // Before any Dispatch work starts, on the main thread, so every later thread inherits the block.
+        do {
+            try Signals.ignore(.pipe)
+            try Signals.prepareForDispatchSources([.term, .int, .hup])
+        } catch {
+            CurrentProcess.writeToStderr("timerd: cannot set up signal handling: \(error)\n")
+            CurrentProcess.exit(1)
+        }
         let daemon = Daemon(configPath: configPath, explicit: options.config != nil, configuration: configuration)
         Task { await daemon.start(socket: socket, configuration: configuration) }
         dispatchMain()
@@ -114,12 +122,6 @@ public final class Daemon: Sendable {
     // MARK: - Start
 
     private func start(socket: String, configuration: Configuration) async {
-        do {
-            try Signals.ignore(.pipe)
-            try Signals.prepareForDispatchSources([.term, .int, .hup])
-        } catch {
-            fail("cannot set up signal handling: \(error)")
-        }
         installSignalHandlers()
 
         do {
@@ -137,7 +139,11 @@ public final class Daemon: Sendable {
         } catch {
             fail("cannot listen on \(socket): \(error)")
         }
-        await server.start()
+        do {
+            try await server.start()
+        } catch {
+            fail("cannot watch the control socket: \(error)")
+        }
         self.server.withLock { $0 = server }
 
         let counts = await registry.counts()

@@ -90,13 +90,15 @@ public enum UnixSocket {
             }
             throw .failed(operation: "bind", path: path, errno: error)
         }
+        var operation = "chmod"
         do {
             _ = try retryOnInterrupt { chmod(path, mode) }
+            operation = "listen"
             _ = try retryOnInterrupt { Glibc.listen(fd.rawValue, backlog) }
         } catch {
             try? fd.close()
             _ = Glibc.unlink(path)
-            throw .failed(operation: "listen", path: path, errno: error)
+            throw .failed(operation: operation, path: path, errno: error)
         }
         return fd
     }

@@ -1,1 +1,4 @@
-print("timerctl: not yet")
+import Glibc
+import TimerdCLI
+
+exit(Timerctl.main(arguments: Array(CommandLine.arguments.dropFirst())))

@@ -39,6 +39,21 @@ struct ExampleConfigTests {
         }
     }
 
+    @Test func theExamplesInTheDocsLoad() throws {
+        var url = URL(fileURLWithPath: Self.path)
+        url.deleteLastPathComponent()
+        url.deleteLastPathComponent()
+        let doc = try String(contentsOf: url.appendingPathComponent("docs/configuration.md"), encoding: .utf8)
+        let blocks = doc.components(separatedBy: "```ini\n").dropFirst().map { $0.components(separatedBy: "```")[0] }
+        #expect(blocks.count >= 2)
+        for block in blocks {
+            #expect(throws: Never.self) { try ConfigLoader.parse(block, path: "/etc/timerd/timerd.conf") }
+        }
+        let first = try ConfigLoader.parse(blocks[0])
+        let report = try #require(first.job(named: JobName("report")))
+        #expect(report.spec.action == .argv(["/usr/local/bin/report", "--format", "plain text", "--title=Hourly \"ops\" report"]))
+    }
+
     @Test func theCommentedExamplesAreValidToo() throws {
         // Uncommenting every "#[job" / "#key = value" line (not prose comments) must still load.
         let text = try String(contentsOfFile: Self.path, encoding: .utf8)

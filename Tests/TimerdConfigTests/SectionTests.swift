@@ -188,7 +188,7 @@ struct SectionTests {
             at(3, "every: interval must be at least 10ms"),
             at(8, "count applies only to every= jobs (one-shots run once)"),
             at(12, "at: invalid time \"tomorrow\": expected a digit at position 1 (expected RFC 3339 such as 2026-11-29T16:00:00Z)"),
-            at(15, "give only one of every, in and at (got every, in)"),
+            at(16, "give only one of every, in and at (got in, every)"),
             at(21, "give only one action: command=, argv= or words after --"),
             at(26, "start applies only to every= jobs (use in= for a one-shot delay)"),
             at(27, "argv: unterminated quote"),

@@ -74,6 +74,27 @@ const char *tsys_signal_abbrev(int sig);
 /// The process environment (`environ`, hidden from Swift without _GNU_SOURCE).
 char **tsys_environ(void);
 
+// epoll, with the packed `struct epoll_event` kept on the C side (Swift cannot import it faithfully).
+#define TSYS_EV_READ 1u   // EPOLLIN; also reported for EPOLLHUP / EPOLLERR / EPOLLRDHUP
+#define TSYS_EV_WRITE 2u  // EPOLLOUT; also reported for EPOLLHUP / EPOLLERR
+
+/// epoll_create1(EPOLL_CLOEXEC). Returns the fd or -1.
+int tsys_epoll_create(void);
+
+/// epoll_ctl(epfd, EPOLL_CTL_ADD or MOD (modify != 0), fd) with EPOLLONESHOT, interest `events`
+/// (TSYS_EV_* bits) and `id` as the event's data. Returns 0 or -1.
+int tsys_epoll_arm(int epfd, int fd, unsigned events, unsigned long long id, int modify);
+
+/// epoll_ctl(epfd, EPOLL_CTL_DEL, fd). Returns 0 or -1.
+int tsys_epoll_remove(int epfd, int fd);
+
+/// epoll_wait(epfd, …, max, timeout_ms), storing each ready event's id and TSYS_EV_* bits.
+/// Returns the number of events or -1.
+int tsys_epoll_wait(int epfd, unsigned long long *ids, unsigned *events, int max, int timeout_ms);
+
+/// eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK). Returns the fd or -1.
+int tsys_eventfd(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,161 @@
+import TimerdCore
+import TimerdProtocol
+
+/// The verbs of `timerctl`, with everything help and the parser need to know about each.
+package enum CLIVerb: String, CaseIterable, Sendable {
+    case add, exec, cancel, pause, resume, run, list, show, reload, ping, version, help
+
+    /// How many job names (positional words) a verb takes.
+    package enum Names: Sendable {
+        case none, one, oneOrMore
+        /// `help [VERB]`: at most one word, a verb name.
+        case optionalTopic
+    }
+
+    /// The protocol verb sent to timerd; nil for `help`, which is answered by timerctl itself.
+    package var wireVerb: Verb? {
+        switch self {
+        case .add: .add
+        case .exec: .exec
+        case .cancel: .cancel
+        case .pause: .pause
+        case .resume: .resume
+        case .run: .run
+        case .list: .list
+        case .show: .show
+        case .reload: .reload
+        case .ping: .ping
+        case .version: .version
+        case .help: nil
+        }
+    }
+
+    /// One line: what the verb does.
+    package var abstract: String {
+        switch self {
+        case .add: "Add a job that runs a command on a schedule."
+        case .exec: "Add a job with a generated name, from a start and an interval; print its name."
+        case .cancel: "Cancel jobs: remove them and their timers."
+        case .pause: "Pause jobs: they do not fire until resumed."
+        case .resume: "Resume paused jobs: on their schedule, now, or after a delay."
+        case .run: "Run a job once now, outside its schedule."
+        case .list: "List the jobs with their state, next fire and last run."
+        case .show: "Show one job in detail, with its last run and output."
+        case .reload: "Re-read the config files and apply the changes."
+        case .ping: "Check that timerd answers."
+        case .version: "Print the versions of timerctl and timerd."
+        case .help: "Show help for timerctl or for one verb."
+        }
+    }
+
+    /// The usage line(s), each without the leading `timerctl `.
+    package var usage: [String] {
+        switch self {
+        case .add:
+            [
+                "add NAME (--every DUR [--start DUR] | --in DUR | --at TIME)",
+                "    (--command STRING | -- PROGRAM [ARG…]) [OPTIONS]",
+            ]
+        case .exec:
+            [
+                "exec [--start DUR] [--interval DUR] [--repeats] [--async]",
+                "    (--command STRING | -- PROGRAM [ARG…]) [OPTIONS]",
+            ]
+        case .cancel: ["cancel NAME…"]
+        case .pause: ["pause NAME…"]
+        case .resume: ["resume NAME… [--now | --after DUR]"]
+        case .run: ["run NAME [--json]"]
+        case .list: ["list [--json]"]
+        case .show: ["show NAME [--json]"]
+        case .reload: ["reload [--json]"]
+        case .ping: ["ping"]
+        case .version: ["version [--json]"]
+        case .help: ["help [VERB]"]
+        }
+    }
+
+    /// Extra paragraph for the verb's help, if any (lines of at most ~100 characters).
+    package var discussion: [String] {
+        switch self {
+        case .add:
+            [
+                "Give exactly one schedule and one action. Everything after -- is the program and its",
+                "arguments, run without a shell. Each option is also a config file key: --kill-grace 10s",
+                "is kill_grace=10s.",
+            ]
+        case .exec:
+            [
+                "Without --repeats the job fires once, --start (default 0s) from now; with --repeats it fires",
+                "every --interval, the first time after --start. Runs queue behind a running one",
+                "(overlap=queue) unless --async lets them overlap (overlap=allow).",
+            ]
+        case .cancel:
+            [
+                "Only jobs added at run time can be cancelled (for config jobs, edit the config and reload).",
+                "Runs still going finish on their own.",
+            ]
+        case .resume: ["Without --now or --after a job resumes on its schedule's next fire."]
+        case .run: ["Prints what happened to the fire: started, queued (behind a running one) or waiting (for a run slot)."]
+        case .list: ["NEXT and LAST are relative to now; RESULT is the last run's result (exit code or signal)."]
+        case .reload: ["Prints what changed. Jobs added at run time are not touched."]
+        case .version: ["Prints timerctl's version, then asks timerd for its own."]
+        case .pause, .show, .ping, .help: []
+        }
+    }
+
+    package var names: Names {
+        switch self {
+        case .add, .run, .show: .one
+        case .cancel, .pause, .resume: .oneOrMore
+        case .exec, .list, .reload, .ping, .version: .none
+        case .help: .optionalTopic
+        }
+    }
+
+    /// True when the words after `--` are a program to run (else they are names, `--` only ending the flags).
+    package var takesProgram: Bool { self == .add || self == .exec }
+
+    /// True when `--json` changes what the verb prints (listed in its help).
+    package var hasJSONOutput: Bool {
+        switch self {
+        case .exec, .run, .list, .show, .reload, .version: true
+        case .add, .cancel, .pause, .resume, .ping, .help: false
+        }
+    }
+
+    /// The verb's own flags (not `--json`, `--socket`, `--help`), in help order.
+    package var flags: [Flag] {
+        switch self {
+        case .add:
+            return JobSpec.keys.map { Flag(jobKey: $0) }
+        case .exec:
+            let own = [
+                Flag(
+                    name: "start", key: "start", kind: .value(placeholder: "DUR"),
+                    help: "First fire DUR from now (default 0s)."),
+                Flag(
+                    name: "interval", key: "interval", kind: .value(placeholder: "DUR"),
+                    help: "With --repeats: fire every DUR."),
+                Flag(name: "repeats", key: "repeats", kind: .option(value: "yes"), help: "Fire every --interval, not once."),
+                Flag(name: "async", key: "async", kind: .option(value: "yes"), help: "Let runs overlap instead of queueing."),
+            ]
+            // The schedule and overlap keys are what EXEC replaces with its own.
+            let replaced: Set<String> = ["every", "start", "in", "at", "overlap"]
+            return own
+                + JobSpec.keys.filter { !replaced.contains($0) }.map { key in
+                    var flag = Flag(jobKey: key)
+                    if key == "count" { flag.help = "With --repeats: stop after N runs." }
+                    return flag
+                }
+        case .resume:
+            return [
+                Flag(name: "now", key: "", kind: .word("now"), help: "Fire once right away, then go on with the schedule."),
+                Flag(
+                    name: "after", key: "after", kind: .value(placeholder: "DUR"),
+                    help: "Fire once DUR from now, then go on with the schedule."),
+            ]
+        case .cancel, .pause, .run, .list, .show, .reload, .ping, .version, .help:
+            return []
+        }
+    }
+}

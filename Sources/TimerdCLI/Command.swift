@@ -1,0 +1,68 @@
+import TimerdProtocol
+
+/// What one `timerctl` invocation asks for: the result of parsing its arguments, before any I/O.
+package struct Command: Equatable, Sendable {
+    /// What to do.
+    package enum Action: Equatable, Sendable {
+        /// Print help (for one verb, or the global help for nil) on stdout and exit 0.
+        case help(CLIVerb?)
+        /// Send this request to timerd and print its reply.
+        case send(Request)
+    }
+
+    /// How replies are printed.
+    package enum OutputMode: Equatable, Sendable {
+        /// Human-readable text.
+        case text
+        /// The daemon's JSON payload, one line (`--json`).
+        case json
+    }
+
+    /// The verb given (`.help` for `timerctl --help` and `timerctl help …`).
+    package var verb: CLIVerb
+    package var action: Action
+    package var output: OutputMode
+    /// The `--socket` path, if given (resolved against the environment by ``SocketPath``).
+    package var socket: String?
+
+    package init(verb: CLIVerb, action: Action, output: OutputMode = .text, socket: String? = nil) {
+        self.verb = verb
+        self.action = action
+        self.output = output
+        self.socket = socket
+    }
+
+    /// The request to send, or nil when timerctl answers by itself.
+    package var request: Request? {
+        if case .send(let request) = action { return request }
+        return nil
+    }
+}
+
+/// A command line timerctl cannot make sense of: exit status 2, message and usage hint on stderr.
+package struct UsageError: Error, Equatable, Sendable {
+    /// The message, without the `timerctl: error: ` prefix.
+    package var message: String
+    /// The verb whose usage the hint shows; nil for the global usage.
+    package var verb: CLIVerb?
+    /// True to follow the message with the whole global help (no verb was given at all).
+    package var showsGlobalHelp: Bool
+
+    package init(_ message: String, verb: CLIVerb? = nil, showsGlobalHelp: Bool = false) {
+        self.message = message
+        self.verb = verb
+        self.showsGlobalHelp = showsGlobalHelp
+    }
+}
+
+/// timerctl's exit statuses.
+package enum ExitStatus {
+    /// The request succeeded (or help was printed).
+    package static let success: Int32 = 0
+    /// timerd answered `ERR`.
+    package static let daemonError: Int32 = 1
+    /// The command line is wrong.
+    package static let usage: Int32 = 2
+    /// timerd cannot be reached, or closed the connection without a (valid) reply.
+    package static let unreachable: Int32 = 3
+}

@@ -1,0 +1,206 @@
+import TimerdProtocol
+
+/// Turns timerctl's arguments into a ``Command``: pure, no I/O.
+///
+/// Grammar: `[GLOBAL…] VERB [ARG | FLAG | GLOBAL]… [-- WORD…]`, where GLOBAL is `--socket PATH`,
+/// `--socket=PATH`, `--json` or `-h`/`--help` (accepted before and after the verb). Value flags take
+/// `--flag VALUE` or `--flag=VALUE`. For `add` and `exec` the words after `--` are the program to run,
+/// passed verbatim; for the other verbs `--` only ends the flags (so a job may be named `-x`).
+/// Checks the shape of the command line (known verb and flags, number of names); the daemon checks
+/// the values.
+package enum CommandParser {
+    /// - Throws: ``UsageError`` for an unknown verb or flag, a flag without its value, or the wrong
+    ///   number of names.
+    package static func parse(_ arguments: [String]) throws(UsageError) -> Command {
+        var globals = Globals()
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            guard isFlag(argument) else { break }
+            index += 1
+            if argument == "--" { throw UsageError("expected a verb before '--'") }
+            guard try globals.consume(argument, arguments, &index, verb: nil) else {
+                throw UsageError(
+                    "unknown option '\(argument)'"
+                        + hint(Suggestion.closest(to: flagName(argument), in: ["socket", "json", "help"]).map { "--" + $0 }))
+            }
+        }
+        guard index < arguments.count else {
+            if globals.wantsHelp { return Command(verb: .help, action: .help(nil), output: globals.output, socket: globals.socket) }
+            throw UsageError("missing verb", showsGlobalHelp: true)
+        }
+        let word = arguments[index]
+        index += 1
+        guard let verb = CLIVerb(rawValue: word) else {
+            throw UsageError("unknown verb '\(word)'" + hint(Suggestion.closest(to: word, in: CLIVerb.allCases.map(\.rawValue))))
+        }
+        // `-h`/`--help` anywhere before `--` wins over every other problem, as with swift-argument-parser.
+        if globals.wantsHelp || arguments[index...].prefix(while: { $0 != "--" }).contains(where: { $0 == "-h" || $0 == "--help" }) {
+            return Command(verb: verb, action: .help(verb == .help ? nil : verb), output: globals.output, socket: globals.socket)
+        }
+        return try parseVerb(verb, arguments[index...], globals: globals)
+    }
+
+    /// The options every verb accepts.
+    private struct Globals {
+        var output = Command.OutputMode.text
+        var socket: String?
+        var wantsHelp = false
+
+        /// Consumes `argument` (and its value) if it is a global option; false if it is not one.
+        mutating func consume(
+            _ argument: String, _ arguments: [String], _ index: inout Int, verb: CLIVerb?
+        ) throws(UsageError) -> Bool {
+            let (name, inline) = splitFlag(argument)
+            switch name {
+            case "--json":
+                guard inline == nil else { throw UsageError("--json takes no value", verb: verb) }
+                output = .json
+            case "--socket":
+                let path = try value(of: "--socket PATH", inline: inline, arguments, &index, verb: verb)
+                guard !path.isEmpty else { throw UsageError("--socket needs a path", verb: verb) }
+                socket = path
+            case "-h", "--help":
+                wantsHelp = true
+            default:
+                return false
+            }
+            return true
+        }
+    }
+
+    private static func parseVerb(_ verb: CLIVerb, _ arguments: ArraySlice<String>, globals: Globals) throws(UsageError) -> Command {
+        var globals = globals
+        let arguments = Array(arguments)
+        var names: [String] = []
+        var options: [Option] = []
+        var words: [String] = []
+        var argv: [String]?
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            index += 1
+            if argument == "--" {
+                if verb.takesProgram {
+                    argv = Array(arguments[index...])
+                } else {
+                    names += arguments[index...]
+                }
+                break
+            }
+            guard isFlag(argument) else {
+                names.append(argument)
+                continue
+            }
+            if try globals.consume(argument, arguments, &index, verb: verb) { continue }
+            let (name, inline) = splitFlag(argument)
+            guard name.hasPrefix("--"), let flag = verb.flags.first(where: { "--" + $0.name == name }) else {
+                throw unknownFlag(name, verb: verb)
+            }
+            switch flag.kind {
+            case .value:
+                options.append(Option(key: flag.key, value: try value(of: flag.synopsis, inline: inline, arguments, &index, verb: verb)))
+            case .option(let implied):
+                options.append(Option(key: flag.key, value: inline ?? implied))
+            case .word(let word):
+                guard inline == nil else { throw UsageError("\(name) takes no value", verb: verb) }
+                if !words.contains(word) { words.append(word) }
+            }
+        }
+        try checkNames(names, verb: verb)
+
+        guard let wireVerb = verb.wireVerb else {
+            // `help [VERB]`
+            guard let topic = names.first else { return Command(verb: .help, action: .help(nil), output: globals.output, socket: globals.socket) }
+            guard let topicVerb = CLIVerb(rawValue: topic) else {
+                throw UsageError(
+                    "unknown verb '\(topic)'" + hint(Suggestion.closest(to: topic, in: CLIVerb.allCases.map(\.rawValue))), verb: .help)
+            }
+            return Command(verb: .help, action: .help(topicVerb == .help ? nil : topicVerb), output: globals.output, socket: globals.socket)
+        }
+        if verb == .resume {
+            if !words.isEmpty, options.contains(where: { $0.key == "after" }) {
+                throw UsageError("give either --now or --after, not both", verb: verb)
+            }
+            // The daemon reads a trailing `now` after a name as the mode: keep a job named "now" off the end.
+            if words.isEmpty, names.count >= 2, names.last == "now" {
+                names.insert(names.removeLast(), at: 0)
+            }
+        }
+        let request = Request(verb: wireVerb, positionals: names + words, options: options, argv: argv)
+        return Command(verb: verb, action: .send(request), output: globals.output, socket: globals.socket)
+    }
+
+    private static func checkNames(_ names: [String], verb: CLIVerb) throws(UsageError) {
+        let allowed: ClosedRange<Int>
+        switch verb.names {
+        case .none: allowed = 0...0
+        case .one: allowed = 1...1
+        case .oneOrMore: allowed = 1...Int.max
+        case .optionalTopic: allowed = 0...1
+        }
+        if names.count < allowed.lowerBound {
+            throw UsageError(allowed.upperBound == 1 ? "missing job name" : "missing job names (give at least one)", verb: verb)
+        }
+        if names.count > allowed.upperBound {
+            let extra = names[allowed.upperBound]
+            var message = "unexpected argument '\(extra)'"
+            // `every=5s` typed the config way: point at the flag.
+            if let equals = extra.firstIndex(of: "="),
+                let flag = verb.flags.first(where: { $0.key == Flag.key(forFlagName: String(extra[..<equals])) })
+            {
+                message += hint("--\(flag.name)=\(extra[extra.index(after: equals)...])")
+            } else if verb.names == .one {
+                message += " (\(verb.rawValue) takes one job name)"
+            } else if verb.names == .none {
+                message += " (\(verb.rawValue) takes no arguments)"
+            }
+            throw UsageError(message, verb: verb)
+        }
+    }
+
+    private static func unknownFlag(_ name: String, verb: CLIVerb) -> UsageError {
+        let candidates = verb.flags.map(\.name) + ["json", "socket", "help"]
+        let suggestion = Suggestion.closest(to: flagName(name), in: candidates).map { "--" + $0 }
+        var message = "unknown option '\(name)' for \(verb.rawValue)" + hint(suggestion)
+        if suggestion == nil, verb == .exec, ["every", "in", "at", "overlap"].contains(flagName(name)) {
+            message += " (exec schedules with --start, --interval, --repeats and --async; or use 'timerctl add')"
+        }
+        return UsageError(message, verb: verb)
+    }
+
+    // MARK: Helpers
+
+    /// A word that is a flag: starts with `-` and is not `-` alone.
+    private static func isFlag(_ argument: String) -> Bool {
+        argument.hasPrefix("-") && argument != "-"
+    }
+
+    /// `--name=value` → (`--name`, `value`); anything else → (argument, nil).
+    private static func splitFlag(_ argument: String) -> (String, String?) {
+        guard argument.hasPrefix("--"), let equals = argument.firstIndex(of: "=") else { return (argument, nil) }
+        return (String(argument[..<equals]), String(argument[argument.index(after: equals)...]))
+    }
+
+    /// The flag's name without leading dashes, for suggestions.
+    private static func flagName(_ argument: String) -> String {
+        String(splitFlag(argument).0.drop(while: { $0 == "-" }))
+    }
+
+    /// The inline value, else the next argument (taken verbatim, even when it starts with `-`).
+    private static func value(
+        of synopsis: String, inline: String?, _ arguments: [String], _ index: inout Int, verb: CLIVerb?
+    ) throws(UsageError) -> String {
+        if let inline { return inline }
+        guard index < arguments.count else {
+            let name = synopsis.split(separator: " ").first.map(String.init) ?? synopsis
+            throw UsageError("missing value for \(name) (\(synopsis))", verb: verb)
+        }
+        index += 1
+        return arguments[index - 1]
+    }
+
+    private static func hint(_ suggestion: String?) -> String {
+        suggestion.map { " (did you mean '\($0)'?)" } ?? ""
+    }
+}

@@ -1,0 +1,100 @@
+import TimerdProtocol
+import TimerdSystem
+
+/// Why a request got no usable reply from timerd (exit status 3).
+package enum ClientError: Error, Equatable, Sendable {
+    /// No connection: no socket file, no server, no permission, path too long.
+    case cannotConnect(path: String, SocketError)
+    /// Sending the request failed (the daemon went away).
+    case sendFailed(path: String, Errno)
+    /// Reading the reply failed.
+    case receiveFailed(path: String, Errno)
+    /// The daemon closed the connection before a whole reply line.
+    case closedWithoutReply(path: String)
+    /// The reply line was not `OK…`/`ERR…`, or was too long.
+    case badReply(path: String, String)
+
+    /// The stderr text, `timerctl: ` prefixed, ending in a newline; says which socket and how to start timerd.
+    package var message: String {
+        switch self {
+        case .cannotConnect(let path, let error):
+            let reason: String
+            if case .pathTooLong(_, let limit) = error {
+                reason = "the path is longer than \(limit) bytes"
+            } else {
+                reason = error.errno.map(\.description) ?? error.description
+            }
+            var text = "timerctl: cannot connect to \(path): \(reason)\n"
+            if error.errno == .permissionDenied {
+                text += "  The socket belongs to another user: run timerctl as that user, or point it at your own"
+                text += " timerd with --socket PATH or TIMERD_SOCKET.\n"
+            } else {
+                text += "  Is timerd running? Start it with 'systemctl start timerd' or 'timerd --socket \(path)',"
+                text += " or point timerctl at its socket with --socket PATH or TIMERD_SOCKET.\n"
+            }
+            return text
+        case .sendFailed(let path, let errno):
+            return "timerctl: cannot send the request to timerd on \(path): \(errno)\n"
+        case .receiveFailed(let path, let errno):
+            return "timerctl: cannot read timerd's reply on \(path): \(errno)\n"
+        case .closedWithoutReply(let path):
+            return "timerctl: timerd on \(path) closed the connection without replying (is it shutting down?)\n"
+        case .badReply(let path, let why):
+            return "timerctl: bad reply from timerd on \(path): \(why)\n"
+        }
+    }
+}
+
+/// One request, one reply, over a fresh blocking connection to the control socket.
+package enum DaemonClient {
+    /// Replies longer than this are refused (a full `LIST` is well below it).
+    static let maxReplyBytes = 64 << 20
+
+    /// Connects to `path`, writes `request` and a newline, reads up to the first newline and parses it.
+    /// Blocks until timerd answers.
+    ///
+    /// - Throws: ``ClientError``.
+    package static func send(_ request: Request, to path: String) throws(ClientError) -> Reply {
+        let socket: FileDescriptor
+        do {
+            socket = try UnixSocket.connect(path: path)
+        } catch {
+            throw .cannotConnect(path: path, error)
+        }
+        defer { try? socket.close() }
+        do {
+            try socket.writeAll(request.encode() + "\n")
+        } catch {
+            throw .sendFailed(path: path, error)
+        }
+        var framer = LineFramer(maxLineBytes: maxReplyBytes)
+        while true {
+            let chunk: [UInt8]
+            do {
+                chunk = try socket.read(upToCount: 65536)
+            } catch .connectionReset {
+                throw .closedWithoutReply(path: path)
+            } catch {
+                throw .receiveFailed(path: path, error)
+            }
+            if chunk.isEmpty {
+                // A last line without its newline is still the reply.
+                guard let rest = framer.finish() else { throw .closedWithoutReply(path: path) }
+                return try parse(rest, path: path)
+            }
+            switch framer.append(chunk).first {
+            case .line(let line)?: return try parse(line, path: path)
+            case .tooLong?: throw .badReply(path: path, "reply longer than \(maxReplyBytes) bytes")
+            case nil: continue
+            }
+        }
+    }
+
+    private static func parse(_ line: [UInt8], path: String) throws(ClientError) -> Reply {
+        do {
+            return try Reply.parse(line: line)
+        } catch {
+            throw .badReply(path: path, error.message)
+        }
+    }
+}

@@ -1,0 +1,76 @@
+import TimerdCore
+
+/// One `--flag` a verb accepts, and how it maps onto the request sent to timerd.
+package struct Flag: Sendable, Equatable {
+    /// How the flag's value reaches the request.
+    package enum Kind: Sendable, Equatable {
+        /// `--name VALUE` or `--name=VALUE` → the option `key=VALUE`.
+        case value(placeholder: String)
+        /// `--name` → `key=value`; `--name=OTHER` → `key=OTHER` (booleans: `--repeats` → `repeats=yes`).
+        case option(value: String)
+        /// `--name` → the bare word `word` after the names (`resume --now` → `RESUME a now`); takes no value.
+        case word(String)
+    }
+
+    /// The flag without its dashes, in kebab-case (`kill-grace`).
+    package var name: String
+    /// The protocol option key, in snake_case (`kill_grace`); unused for `.word`.
+    package var key: String
+    package var kind: Kind
+    /// One line for `--help`.
+    package var help: String
+
+    package init(name: String, key: String, kind: Kind, help: String) {
+        self.name = name
+        self.key = key
+        self.kind = kind
+        self.help = help
+    }
+
+    /// The flag for a job key: `kill_grace` ↔ `--kill-grace`, with its placeholder and help line.
+    package init(jobKey key: String) {
+        let (placeholder, help) = Flag.jobKeyHelp[key] ?? ("VALUE", "Sets the job key \(key).")
+        self.init(name: Flag.flagName(forKey: key), key: key, kind: .value(placeholder: placeholder), help: help)
+    }
+
+    /// `--name PLACEHOLDER` or `--name`, as shown in help.
+    package var synopsis: String {
+        if case .value(let placeholder) = kind { return "--\(name) \(placeholder)" }
+        return "--\(name)"
+    }
+
+    /// snake_case key → kebab-case flag name (`kill_grace` → `kill-grace`).
+    package static func flagName(forKey key: String) -> String {
+        String(key.map { $0 == "_" ? "-" : $0 })
+    }
+
+    /// kebab-case flag name → snake_case key (`kill-grace` → `kill_grace`).
+    package static func key(forFlagName name: String) -> String {
+        String(name.map { $0 == "-" ? "_" : $0 })
+    }
+
+    /// Placeholder and help line per job key (`JobSpec.keys`). A key missing here still becomes a flag,
+    /// with a generic line; a test checks that every key has its own.
+    static let jobKeyHelp: [String: (String, String)] = [
+        "every": ("DUR", "Fire every DUR (e.g. 30s, 5m, 1h30m)."),
+        "start": ("DUR", "With --every: first fire after DUR (default: one interval)."),
+        "in": ("DUR", "Fire once, DUR from now."),
+        "at": ("TIME", "Fire once at an RFC 3339 time (e.g. 2026-11-29T16:00:00Z)."),
+        "count": ("N", "With --every: stop after N runs."),
+        "leeway": ("DUR", "Let the timer fire up to DUR late so wake-ups coalesce."),
+        "command": ("STRING", "Run STRING with /bin/sh -c."),
+        "argv": ("WORDS", "Run a program without a shell, given as one quoted string."),
+        "timeout": ("DUR", "Stop a run that takes longer than DUR."),
+        "kill_grace": ("DUR", "Wait DUR between SIGTERM and SIGKILL (default \(DurationText.format(Limits.defaultKillGrace)))."),
+        "overlap": ("POLICY", "When still running at a fire: skip (default), queue, allow or replace."),
+        "env": ("NAME=VALUE", "Set an environment variable for the command (repeatable)."),
+        "meta": ("KEY=VALUE", "Attach user info, passed as TIMERD_META_KEY (repeatable)."),
+        "cwd": ("PATH", "Run in directory PATH (absolute; default /)."),
+    ]
+
+    /// `--json`, accepted by every verb (shown in help only where it changes the output).
+    static let json = Flag(name: "json", key: "", kind: .option(value: ""), help: "Print the reply as JSON.")
+    /// `--socket PATH`, accepted by every verb.
+    static let socket = Flag(
+        name: "socket", key: "", kind: .value(placeholder: "PATH"), help: "Talk to timerd on PATH (see 'timerctl --help').")
+}

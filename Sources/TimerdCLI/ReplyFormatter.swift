@@ -1,0 +1,102 @@
+import TimerdCore
+import TimerdProtocol
+
+/// What timerctl prints for one outcome, and the status it exits with.
+package struct Rendered: Equatable, Sendable {
+    package var stdout: String
+    package var stderr: String
+    package var status: Int32
+
+    package init(stdout: String = "", stderr: String = "", status: Int32 = ExitStatus.success) {
+        self.stdout = stdout
+        self.stderr = stderr
+        self.status = status
+    }
+}
+
+/// Turns timerd's reply into timerctl's output. Pure: "now" is passed in.
+///
+/// `ERR` → `timerctl: <message> (<code>)` on stderr, status 1. `OK` → per verb: nothing for add, cancel,
+/// pause and resume; `pong`; the generated name (exec); the run status (run); the table (list); the
+/// block (show); a summary line (reload); the daemon's version line (version). With `--json` the
+/// payload is printed as received, one line. A payload that does not decode is printed raw.
+package enum ReplyFormatter {
+    /// timerctl's own version, shown by `version`.
+    package static let clientVersion = "0.1.0"
+    /// The protocol version timerctl speaks.
+    package static let protocolVersion = 1
+
+    package static func render(_ reply: Reply, for command: Command, now: WallTime) -> Rendered {
+        switch reply {
+        case .err(let code, let message):
+            let text = message.isEmpty ? "timerctl: \(code)\n" : "timerctl: \(message) (\(code))\n"
+            return Rendered(stderr: text, status: ExitStatus.daemonError)
+        case .ok(let payload):
+            return Rendered(stdout: success(payload, for: command, now: now))
+        }
+    }
+
+    /// The line `version` prints before asking the daemon.
+    package static var clientVersionLine: String { "timerctl \(clientVersion) (protocol \(protocolVersion))\n" }
+
+    private static func success(_ payload: String?, for command: Command, now: WallTime) -> String {
+        if command.verb == .ping { return "pong\n" }
+        guard let payload else { return "" }
+        if command.output == .json {
+            if command.verb == .version {
+                return "{\"client\":{\"version\":\"\(clientVersion)\",\"protocol\":\(protocolVersion)},\"daemon\":\(payload)}\n"
+            }
+            return payload + "\n"
+        }
+        let text: String?
+        switch command.verb {
+        case .exec: text = (try? Payload.decode(ExecReply.self, from: payload)).map { $0.name + "\n" }
+        case .run: text = (try? Payload.decode(RunReply.self, from: payload)).map { $0.status + "\n" }
+        case .list: text = (try? Payload.decode([JobInfo].self, from: payload)).map { JobInfoText.table($0, now: now) }
+        case .show: text = (try? Payload.decode(JobInfo.self, from: payload)).map { JobInfoText.detail($0, now: now) }
+        case .reload: text = (try? Payload.decode(ReloadReply.self, from: payload)).map { reloadSummary($0) + "\n" }
+        case .version: text = (try? Payload.decode(VersionReply.self, from: payload)).map { "timerd \($0.version) (protocol \($0.protocol))\n" }
+        case .add, .cancel, .pause, .resume, .ping, .help: return ""
+        }
+        return text ?? payload + "\n"
+    }
+
+    /// `reloaded: 1 added (x), 0 changed, 2 removed (a, b), 3 unchanged`.
+    static func reloadSummary(_ reply: ReloadReply) -> String {
+        func part(_ names: [String], _ label: String) -> String {
+            names.isEmpty ? "0 \(label)" : "\(names.count) \(label) (\(names.joined(separator: ", ")))"
+        }
+        return "reloaded: \(part(reply.added, "added")), \(part(reply.changed, "changed")), "
+            + "\(part(reply.removed, "removed")), \(reply.unchanged) unchanged"
+    }
+
+    // MARK: Payload shapes (see ControlHandler in the daemon)
+
+    struct ExecReply: Decodable { var name: String }
+    struct RunReply: Decodable { var status: String }
+
+    struct ReloadReply: Decodable {
+        var added: [String]
+        var changed: [String]
+        var removed: [String]
+        var unchanged: Int
+    }
+
+    /// `{"version":"0.1.0","protocol":"1"}`; `protocol` may also be a number.
+    struct VersionReply: Decodable {
+        var version: String
+        var `protocol`: String
+
+        enum CodingKeys: String, CodingKey { case version, `protocol` }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            version = try container.decode(String.self, forKey: .version)
+            if let number = try? container.decode(Int.self, forKey: .protocol) {
+                `protocol` = String(number)
+            } else {
+                `protocol` = try container.decode(String.self, forKey: .protocol)
+            }
+        }
+    }
+}

@@ -1,0 +1,251 @@
+import Foundation
+import Glibc
+import Testing
+
+/// Starts the real `timerd` on a temporary socket with a test-owned `NOTIFY_SOCKET`, waits for `READY=1`,
+/// and drives it with the real `timerctl` or raw protocol lines. Every daemon a test starts is stopped by
+/// PID when the test ends.
+final class Daemon: @unchecked Sendable {
+    let directory: String
+    let socket: String
+    let configPath: String
+    let logPath: String
+    let process = Process()
+    private let notify: NotifySocket
+
+    /// The directory holding the built `timerd` and `timerctl` (next to the test bundle).
+    static let binaries: String = {
+        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        return (exe as NSString).deletingLastPathComponent
+    }()
+
+    /// Starts a daemon. `config` (if given) is written to `timerd.conf` in a fresh temporary directory;
+    /// `$DIR` in it is replaced by that directory.
+    init(config: String? = nil, extraArguments: [String] = [], environment: [String: String] = [:],
+         waitForReady: Bool = true) throws {
+        directory = try makeTemporaryDirectory()
+        socket = directory + "/timerd.sock"
+        configPath = directory + "/timerd.conf"
+        logPath = directory + "/timerd.log"
+        if let config {
+            try config.replacingOccurrences(of: "$DIR", with: directory).write(toFile: configPath, atomically: true, encoding: .utf8)
+        }
+        notify = try NotifySocket(path: directory + "/notify.sock")
+        process.executableURL = URL(fileURLWithPath: Self.binaries + "/timerd")
+        process.arguments = ["--socket", socket] + (config == nil ? ["--config", directory + "/absent.conf"] : ["--config", configPath]) + extraArguments
+        if config == nil { _ = FileManager.default.createFile(atPath: directory + "/absent.conf", contents: Data()) }
+        var env = ProcessInfo.processInfo.environment
+        env["NOTIFY_SOCKET"] = notify.path
+        env["TIMERD_DEBUG"] = "1"
+        env.removeValue(forKey: "TIMERD_SOCKET")
+        env.removeValue(forKey: "JOURNAL_STREAM")
+        for (key, value) in environment { env[key] = value }
+        process.environment = env
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        process.standardError = FileHandle(forWritingAtPath: logPath)
+        process.standardOutput = FileHandle(forWritingAtPath: logPath)
+        try process.run()
+        if waitForReady {
+            guard notify.waitFor("READY=1", timeout: 20) else {
+                stop()
+                throw HarnessError("timerd did not send READY=1 within 20s; log:\n\(log)")
+            }
+        }
+    }
+
+    deinit { stop() }
+
+    /// The daemon's stderr so far.
+    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    /// Sends SIGTERM (if still running) and waits for exit. Returns the exit status.
+    @discardableResult
+    func stop(signal: Int32 = SIGTERM) -> Int32 {
+        if process.isRunning {
+            kill(process.processIdentifier, signal)
+            process.waitUntilExit()
+        }
+        return process.terminationStatus
+    }
+
+    /// Runs `timerctl --socket … args`, returning its exit code and output.
+    @discardableResult
+    func ctl(_ arguments: String...) throws -> CommandResult {
+        try Self.run(Self.binaries + "/timerctl", ["--socket", socket] + arguments)
+    }
+
+    /// Sends raw protocol lines on one connection and returns one reply line per request.
+    func send(_ lines: String...) throws -> [String] {
+        let client = try Client(path: socket)
+        return try lines.map { try client.request($0) }
+    }
+
+    /// One raw request on a fresh connection.
+    func request(_ line: String) throws -> String {
+        try Client(path: socket).request(line)
+    }
+
+    /// `SHOW name` decoded as a dictionary.
+    func show(_ name: String) throws -> [String: Any] {
+        let reply = try request("SHOW \(name)")
+        guard reply.hasPrefix("OK ") else { throw HarnessError("SHOW \(name): \(reply)") }
+        return try JSONSerialization.jsonObject(with: Data(reply.dropFirst(3).utf8)) as! [String: Any]
+    }
+
+    /// Lines of a file under the test directory (empty if it does not exist yet).
+    func lines(_ file: String) -> [String] {
+        guard let text = try? String(contentsOfFile: directory + "/" + file, encoding: .utf8) else { return [] }
+        return text.split(separator: "\n", omittingEmptySubsequences: true).map(String.init)
+    }
+
+    static func run(_ program: String, _ arguments: [String], environment: [String: String]? = nil) throws -> CommandResult {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: program)
+        process.arguments = arguments
+        if let environment { process.environment = environment }
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        // Read both pipes to EOF before waiting, so a chatty child cannot block on a full pipe.
+        let group = DispatchGroup()
+        nonisolated(unsafe) var stdout = Data(), stderr = Data()
+        group.enter()
+        DispatchQueue.global().async { stdout = out.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+        stderr = err.fileHandleForReading.readDataToEndOfFile()
+        group.wait()
+        process.waitUntilExit()
+        return CommandResult(
+            status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
+            stderr: String(decoding: stderr, as: UTF8.self))
+    }
+}
+
+struct CommandResult {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+}
+
+struct HarnessError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Waits for `condition` to hold, checking every 10 ms, for at most `timeout` seconds. This waits on an
+/// observable condition (a file, a reply), never a fixed delay; the timeout only bounds a failing test.
+@discardableResult
+func eventually(timeout: Double = 10, _ what: String = "condition", _ condition: () throws -> Bool) rethrows -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if try condition() { return true }
+        usleep(10_000)
+    }
+    let ok = try condition()
+    if !ok { Issue.record("timed out after \(timeout)s waiting for \(what)") }
+    return ok
+}
+
+func makeTemporaryDirectory() throws -> String {
+    var template = Array("/tmp/timerd-test-XXXXXX".utf8CString)
+    guard let result = mkdtemp(&template) else { throw HarnessError("mkdtemp failed") }
+    return String(cString: result)
+}
+
+/// A blocking protocol client on one connection.
+final class Client {
+    let fd: Int32
+    private var buffer: [UInt8] = []
+
+    init(path: String) throws {
+        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: Array(path.utf8) + [0])
+        }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard result == 0 else {
+            close(fd)
+            throw HarnessError("connect \(path): errno \(errno)")
+        }
+        var timeout = timeval(tv_sec: 20, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    deinit { close(fd) }
+
+    func write(_ bytes: [UInt8]) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard n > 0 else { throw HarnessError("send failed: errno \(errno)") }
+            offset += n
+        }
+    }
+
+    func write(_ text: String) throws { try write(Array(text.utf8)) }
+
+    /// Reads one reply line (without the newline). Throws on EOF or timeout.
+    func readLine() throws -> String {
+        while true {
+            if let newline = buffer.firstIndex(of: 10) {
+                let line = Array(buffer[..<newline])
+                buffer.removeSubrange(...newline)
+                return String(decoding: line, as: UTF8.self)
+            }
+            var chunk = [UInt8](repeating: 0, count: 65_536)
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            guard n > 0 else { throw HarnessError(n == 0 ? "connection closed by timerd" : "recv failed: errno \(errno)") }
+            buffer += chunk[..<n]
+        }
+    }
+
+    func request(_ line: String) throws -> String {
+        try write(line + "\n")
+        return try readLine()
+    }
+
+    func shutdownWrite() { shutdown(fd, Int32(SHUT_WR)) }
+}
+
+/// A datagram socket standing in for systemd's notify socket.
+final class NotifySocket {
+    let path: String
+    let fd: Int32
+    private var received: [String] = []
+
+    init(path: String) throws {
+        self.path = path
+        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8) + [0]) }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard result == 0 else { throw HarnessError("bind notify socket: errno \(errno)") }
+    }
+
+    deinit { close(fd) }
+
+    /// Waits until a datagram containing the line `state` arrives.
+    func waitFor(_ state: String, timeout: Double) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let remaining = Int32(max(1, deadline.timeIntervalSinceNow * 1000))
+            guard poll(&poller, 1, remaining) > 0 else { continue }
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            guard n > 0 else { continue }
+            let message = String(decoding: buffer[..<n], as: UTF8.self)
+            received.append(message)
+            if message.split(separator: "\n").contains(where: { $0 == state }) { return true }
+        }
+        return false
+    }
+}

@@ -1,0 +1,224 @@
+import Testing
+import TimerdCLI
+import TimerdCore
+import TimerdProtocol
+
+@Suite("argv → request")
+struct CommandParserTests {
+    // MARK: Every verb
+
+    @Test("each verb maps to its wire line", arguments: [
+        (["add", "backup", "--every", "5m", "--command", "tar czf /b.tgz /home"],
+         "ADD backup every=5m command='tar czf /b.tgz /home'"),
+        (["exec", "--start", "1s", "--interval", "10s", "--repeats", "--async", "--command", "true"],
+         "EXEC start=1s interval=10s repeats=yes async=yes command=true"),
+        (["cancel", "a", "b"], "CANCEL a b"),
+        (["pause", "a"], "PAUSE a"),
+        (["resume", "a", "b"], "RESUME a b"),
+        (["resume", "a", "b", "--now"], "RESUME a b now"),
+        (["resume", "a", "--after", "30s"], "RESUME a after=30s"),
+        (["resume", "--after=30s", "a", "b"], "RESUME a b after=30s"),
+        (["run", "a"], "RUN a"),
+        (["list"], "LIST"),
+        (["show", "a"], "SHOW a"),
+        (["reload"], "RELOAD"),
+        (["ping"], "PING"),
+        (["version"], "VERSION"),
+    ])
+    func verbs(arguments: [String], line: String) throws {
+        #expect(try request(arguments).encode() == line)
+    }
+
+    @Test func commandCarriesVerbOutputAndSocket() throws {
+        let command = try CommandParser.parse(["--socket", "/tmp/s", "list", "--json"])
+        #expect(command == Command(verb: .list, action: .send(Request(verb: .list)), output: .json, socket: "/tmp/s"))
+    }
+
+    // MARK: Flag forms
+
+    @Test func flagValueSeparateOrAfterEquals() throws {
+        let separate = try request(["add", "x", "--every", "5s", "--command", "true"])
+        let joined = try request(["add", "x", "--every=5s", "--command=true"])
+        #expect(separate == joined)
+        #expect(joined.options == [Option(key: "every", value: "5s"), Option(key: "command", value: "true")])
+    }
+
+    @Test func valueAfterEqualsKeepsFurtherEqualsAndMayBeEmpty() throws {
+        let parsed = try request(["add", "x", "--env=A=b=c", "--cwd=", "--every", "1s", "--command", "true"])
+        #expect(parsed.values("env") == ["A=b=c"])
+        #expect(parsed.value("cwd") == "")
+    }
+
+    @Test func valueIsTakenVerbatimEvenWhenItLooksLikeAFlag() throws {
+        let parsed = try request(["add", "x", "--every", "1s", "--command", "--json"])
+        #expect(parsed.value("command") == "--json")
+        #expect(try CommandParser.parse(["add", "x", "--every", "1s", "--command", "--json"]).output == .text)
+    }
+
+    @Test func everyJobKeyIsAKebabCaseFlag() throws {
+        for key in JobSpec.keys {
+            let flag = "--" + String(key.map { $0 == "_" ? "-" : $0 })
+            let parsed = try request(["add", "x", flag, "v"])
+            #expect(parsed.options == [Option(key: key, value: "v")], "\(flag)")
+        }
+        #expect(try request(["add", "x", "--kill-grace", "10s"]).encode() == "ADD x kill_grace=10s")
+    }
+
+    @Test func everyJobKeyHasItsOwnHelpLine() {
+        let flags = CLIVerb.add.flags
+        #expect(flags.map(\.key) == JobSpec.keys)
+        for flag in flags { #expect(!flag.help.hasPrefix("Sets the job key"), "\(flag.name) has no help line") }
+    }
+
+    @Test func flagNameConversion() {
+        #expect(Flag.flagName(forKey: "kill_grace") == "kill-grace")
+        #expect(Flag.key(forFlagName: "kill-grace") == "kill_grace")
+        #expect(Flag.flagName(forKey: "every") == "every")
+    }
+
+    @Test func repeatedEnvAndMetaKeepTheirOrder() throws {
+        let parsed = try request([
+            "add", "x", "--env", "A=1", "--meta", "owner=me", "--env=B=2", "--every", "1s", "--command", "true",
+        ])
+        #expect(parsed.values("env") == ["A=1", "B=2"])
+        #expect(parsed.values("meta") == ["owner=me"])
+        #expect(parsed.encode() == "ADD x env=A=1 meta=owner=me env=B=2 every=1s command=true")
+    }
+
+    @Test func booleanFlagsMayTakeAnExplicitValue() throws {
+        #expect(try request(["exec", "--repeats=no", "--async", "--command", "true"]).encode()
+            == "EXEC repeats=no async=yes command=true")
+    }
+
+    @Test func execAcceptsTheGeneralJobFlags() throws {
+        let parsed = try request([
+            "exec", "--start", "0s", "--timeout", "5s", "--env", "A=1", "--meta", "k=v", "--cwd", "/tmp",
+            "--kill-grace", "1s", "--leeway", "10ms", "--command", "true",
+        ])
+        #expect(parsed.encode() == "EXEC start=0s timeout=5s env=A=1 meta=k=v cwd=/tmp kill_grace=1s leeway=10ms command=true")
+    }
+
+    // MARK: --json, --socket, --
+
+    @Test("--json before or after the verb", arguments: [["--json", "list"], ["list", "--json"]])
+    func jsonInBothPositions(arguments: [String]) throws {
+        let command = try CommandParser.parse(arguments)
+        #expect(command.output == .json)
+        #expect(command.request == Request(verb: .list))
+    }
+
+    @Test("--socket forms", arguments: [
+        ["--socket", "/s", "ping"], ["--socket=/s", "ping"], ["ping", "--socket", "/s"], ["ping", "--socket=/s"],
+    ])
+    func socketForms(arguments: [String]) throws {
+        #expect(try CommandParser.parse(arguments).socket == "/s")
+    }
+
+    @Test func doubleDashGivesTheProgramVerbatim() throws {
+        let parsed = try request(["add", "x", "--every", "1s", "--", "/bin/echo", "--json", "--every", "a b", "--", "k=v", ""])
+        #expect(parsed.argv == ["/bin/echo", "--json", "--every", "a b", "--", "k=v", ""])
+        #expect(parsed.options == [Option(key: "every", value: "1s")])
+        #expect(parsed.encode() == "ADD x every=1s -- /bin/echo --json --every 'a b' '--' 'k=v' ''")
+        #expect(try CommandParser.parse(["add", "x", "--", "prog", "--json"]).output == .text)
+    }
+
+    @Test func execTakesAProgramAfterDoubleDash() throws {
+        #expect(try request(["exec", "--start", "1s", "--", "sleep", "1"]).encode() == "EXEC start=1s -- sleep 1")
+    }
+
+    @Test func doubleDashEndsFlagsForNameVerbs() throws {
+        #expect(try request(["cancel", "--", "-x", "--y"]).positionals == ["-x", "--y"])
+        #expect(try request(["show", "--", "-x"]).encode() == "SHOW -x")
+    }
+
+    @Test func resumeKeepsAJobNamedNowOffTheEnd() throws {
+        #expect(try request(["resume", "a", "now"]).encode() == "RESUME now a")
+        #expect(try request(["resume", "now"]).encode() == "RESUME now")
+        #expect(try request(["resume", "a", "now", "--now"]).encode() == "RESUME a now now")
+    }
+
+    // MARK: Help
+
+    @Test("help requests", arguments: [
+        (["--help"], nil), (["-h"], nil), (["help"], nil), (["help", "help"], nil),
+        (["add", "--help"], CLIVerb.add), (["add", "-h"], .add), (["help", "add"], .add),
+        (["--help", "show"], .show), (["resume", "x", "--bogus", "--help"], .resume),
+    ] as [([String], CLIVerb?)])
+    func help(arguments: [String], topic: CLIVerb?) throws {
+        #expect(try CommandParser.parse(arguments).action == .help(topic))
+    }
+
+    @Test func helpAfterDoubleDashIsPartOfTheProgram() throws {
+        #expect(try request(["add", "x", "--every", "1s", "--", "prog", "--help"]).argv == ["prog", "--help"])
+    }
+
+    // MARK: Usage errors
+
+    @Test("usage errors", arguments: [
+        ([], "missing verb"),
+        (["--json"], "missing verb"),
+        (["lst"], "unknown verb 'lst' (did you mean 'list'?)"),
+        (["LIST"], "unknown verb 'LIST' (did you mean 'list'?)"),
+        (["frobnicate"], "unknown verb 'frobnicate'"),
+        (["--jsn", "list"], "unknown option '--jsn' (did you mean '--json'?)"),
+        (["--", "list"], "expected a verb before '--'"),
+        (["add", "x", "--evry", "5s"], "unknown option '--evry' for add (did you mean '--every'?)"),
+        (["add", "x", "--kill_grace", "5s"], "unknown option '--kill_grace' for add (did you mean '--kill-grace'?)"),
+        (["add", "x", "--comand=true"], "unknown option '--comand' for add (did you mean '--command'?)"),
+        (["add", "x", "--frobnicate"], "unknown option '--frobnicate' for add"),
+        (["add", "x", "-e", "5s"], "unknown option '-e' for add"),
+        (["add"], "missing job name"),
+        (["add", "x", "y"], "unexpected argument 'y' (add takes one job name)"),
+        (["add", "x", "every=5s"], "unexpected argument 'every=5s' (did you mean '--every=5s'?)"),
+        (["add", "x", "--every"], "missing value for --every (--every DUR)"),
+        (["exec", "x"], "unexpected argument 'x' (exec takes no arguments)"),
+        (["exec", "--every", "5s"],
+         "unknown option '--every' for exec (exec schedules with --start, --interval, --repeats and --async; or use 'timerctl add')"),
+        (["cancel"], "missing job names (give at least one)"),
+        (["resume", "a", "--now", "--after", "1s"], "give either --now or --after, not both"),
+        (["resume", "a", "--now=yes"], "--now takes no value"),
+        (["run", "a", "b"], "unexpected argument 'b' (run takes one job name)"),
+        (["show"], "missing job name"),
+        (["list", "x"], "unexpected argument 'x' (list takes no arguments)"),
+        (["list", "--json=yes"], "--json takes no value"),
+        (["ping", "--socket"], "missing value for --socket (--socket PATH)"),
+        (["--socket=", "ping"], "--socket needs a path"),
+        (["help", "bogus"], "unknown verb 'bogus'"),
+        (["help", "add", "exec"], "unexpected argument 'exec'"),
+    ] as [([String], String)])
+    func usageErrors(arguments: [String], message: String) {
+        #expect(usageError(arguments)?.message == message)
+    }
+
+    @Test func usageErrorsExitTwoWithMessageAndHintOnStderr() {
+        let result = runCLI(["add", "x", "--evry", "5s"])
+        #expect(result.status == 2)
+        #expect(result.stdout == "")
+        #expect(result.sent.isEmpty)
+        #expect(result.stderr == """
+            timerctl: error: unknown option '--evry' for add (did you mean '--every'?)
+            Usage: timerctl add NAME (--every DUR [--start DUR] | --in DUR | --at TIME)
+                                (--command STRING | -- PROGRAM [ARG…]) [OPTIONS]
+            See 'timerctl add --help'.
+
+            """)
+    }
+
+    @Test func unknownVerbHintsAtTheGlobalHelp() {
+        let result = runCLI(["lst"])
+        #expect(result.status == 2)
+        #expect(result.stderr == """
+            timerctl: error: unknown verb 'lst' (did you mean 'list'?)
+            Usage: timerctl [--socket PATH] [--json] VERB [ARG…]
+            See 'timerctl --help' for the verbs.
+
+            """)
+    }
+
+    @Test func noVerbPrintsTheGlobalHelpOnStderr() {
+        let result = runCLI([])
+        #expect(result.status == 2)
+        #expect(result.stdout == "")
+        #expect(result.stderr == "timerctl: error: missing verb\n\n" + HelpText.global())
+    }
+}
