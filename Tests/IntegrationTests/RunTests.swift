@@ -1,0 +1,215 @@
+import Foundation
+import Glibc
+import Testing
+
+/// What a run gets and how runs end: environment, output, exit results, timeouts, overlap, the run cap.
+@Suite struct RunTests {
+    @Test func environmentWorkingDirectoryAndStdin() throws {
+        let daemon = try Daemon()
+        let out = daemon.directory + "/env"
+        let command = "env | grep -E '^(TIMERD_|GREETING|PATH=)' | sort > \(out); pwd >> \(out); cat >> \(out); echo stdin-done >> \(out)"
+        #expect(try daemon.send(
+            "ADD envjob in=10ms cwd=/tmp env=GREETING='hello world' meta=owner=ops meta=Ticket=T-1 command=\(Words.quote(command))"
+        ) == ["OK"])
+        eventually("ran") { daemon.lines("env").last == "stdin-done" }
+        let lines = daemon.lines("env")
+        #expect(lines.contains("GREETING=hello world"))
+        #expect(lines.contains("TIMERD_JOB=envjob"))
+        #expect(lines.contains("TIMERD_RUN=1"))
+        #expect(lines.contains("TIMERD_META_OWNER=ops"))
+        #expect(lines.contains("TIMERD_META_TICKET=T-1"))
+        #expect(lines.contains { $0.hasPrefix("PATH=/usr/local/sbin:") })
+        #expect(lines.contains("/tmp"), "cwd honoured")
+        // stdin is /dev/null: `cat` ends at once, so nothing sits between pwd and the marker.
+        #expect(lines[lines.count - 2] == "/tmp")
+        let scheduled = try #require(lines.first { $0.hasPrefix("TIMERD_SCHEDULED_AT=") })
+        let stamp = String(scheduled.dropFirst("TIMERD_SCHEDULED_AT=".count))
+        #expect(stamp.count == "2026-11-29T16:00:00.000000Z".count && stamp.hasSuffix("Z"), "RFC 3339 UTC with microseconds: \(stamp)")
+    }
+
+    @Test func argvRunsWithoutAShell() throws {
+        let daemon = try Daemon()
+        let out = daemon.directory + "/argv"
+        // `$HOME` and `;` reach the program literally: no shell touches them.
+        #expect(try daemon.request("ADD raw in=10ms -- /bin/sh -c 'printf \"%s|\" \"$@\" > \(out)' sh '$HOME' 'a;b'") == "OK")
+        eventually("ran") { daemon.lines("argv") == ["$HOME|a;b|"] }
+        #expect(try daemon.request("ADD missing in=10ms -- /no/such/program") == "OK")
+        try eventually("failed") { try daemon.show("missing")["last_result"] as? String == "failed" }
+        let info = try daemon.show("missing")
+        #expect((info["last_reason"] as? String)?.contains("/no/such/program") == true)
+        #expect((info["last_reason"] as? String)?.contains("No such file or directory") == true)
+    }
+
+    @Test func outputIsLoggedAndItsTailKept() throws {
+        let daemon = try Daemon()
+        #expect(try daemon.request("ADD talk in=10ms command='echo to-out; echo to-err >&2; exit 3'") == "OK")
+        try eventually("finished") { try daemon.show("talk")["last_result"] as? String == "failed" }
+        let info = try daemon.show("talk")
+        #expect(info["last_exit_code"] as? Int == 3)
+        #expect(info["last_output"] as? String == "to-out\nto-err\n")
+        #expect(info["last_reason"] as? String == "exited with status 3")
+        let log = daemon.log
+        #expect(log.contains("job=talk run=1 | to-out"))
+        #expect(log.contains("job=talk run=1 | to-err"))
+        #expect(log.contains("job=talk run=1 failed: exited with status 3"))
+        // Only the last 4 KiB are kept.
+        #expect(try daemon.request("ADD big in=10ms command='seq 1 5000'") == "OK")
+        try eventually("finished") { try daemon.show("big")["last_result"] as? String == "ok" }
+        let tail = try #require(try daemon.show("big")["last_output"] as? String)
+        #expect(tail.utf8.count <= 4096 && tail.hasSuffix("4999\n5000\n"))
+    }
+
+    @Test func timeoutKillsTheWholeProcessGroup() throws {
+        let daemon = try Daemon()
+        let pids = daemon.directory + "/pids"
+        // The shell starts a grandchild that ignores nothing; both must die when the run times out.
+        let command = "sleep 30 & echo $! > \(pids); echo $$ >> \(pids); wait"
+        #expect(try daemon.request("ADD slow in=10ms timeout=300ms kill_grace=1s command=\(Words.quote(command))") == "OK")
+        try eventually("timed out") { try daemon.show("slow")["last_result"] as? String == "timeout" }
+        let info = try daemon.show("slow")
+        #expect(info["last_signal"] as? Int == Int(SIGTERM))
+        #expect((info["last_reason"] as? String)?.hasPrefix("timed out after 300ms") == true)
+        let both = daemon.lines("pids").compactMap { Int32($0) }
+        #expect(both.count == 2)
+        eventually("shell and grandchild gone") { both.allSatisfy { !isRunning($0) } }
+    }
+
+    @Test func timeoutEscalatesToSigkill() throws {
+        let daemon = try Daemon()
+        #expect(try daemon.request("ADD stubborn in=10ms timeout=100ms kill_grace=200ms command='trap \"\" TERM; sleep 30 & wait; sleep 30'") == "OK")
+        try eventually("killed") { try daemon.show("stubborn")["last_result"] as? String == "timeout" }
+        #expect(try daemon.show("stubborn")["last_signal"] as? Int == Int(SIGKILL))
+        #expect(daemon.log.contains("sending SIGKILL"))
+    }
+
+    @Test func overlapSkipSkipsAndSaysWhy() throws {
+        let daemon = try Daemon()
+        let gate = daemon.directory + "/gate"
+        // Each run waits until the test creates the gate file, so the next fire finds it running.
+        #expect(try daemon.request("ADD s every=30ms overlap=skip command='while [ ! -e \(gate) ]; do sleep 0.01; done; echo $TIMERD_RUN >> \(daemon.directory)/s'") == "OK")
+        try eventually("skipped") { (try daemon.show("s")["skipped"] as? Int ?? 0) >= 2 }
+        let info = try daemon.show("s")
+        #expect(info["running"] as? Int == 1)
+        #expect((info["last_skip"] as? [String: Any])?["reason"] as? String == "run 1 is still going (overlap=skip)")
+        #expect(daemon.log.contains("job=s fire skipped: run 1 is still going (overlap=skip)"))
+        #expect(try daemon.request("RUN s").hasPrefix("ERR busy "))
+        _ = FileManager.default.createFile(atPath: gate, contents: nil)
+        eventually("first run ended") { daemon.lines("s").first == "1" }
+        #expect(try daemon.request("CANCEL s") == "OK")
+    }
+
+    @Test func overlapQueueKeepsOnePendingFire() throws {
+        let daemon = try Daemon()
+        let gate = daemon.directory + "/gate"
+        #expect(try daemon.request("ADD q every=30ms count=4 overlap=queue command='while [ ! -e \(gate) ]; do sleep 0.01; done; echo $TIMERD_RUN >> \(daemon.directory)/q'") == "OK")
+        // Fires 2 and 3 come while run 1 waits: one is queued, the other skipped.
+        try eventually("queued and skipped") {
+            let info = try daemon.show("q")
+            return info["pending"] as? Int == 1 && (info["skipped"] as? Int ?? 0) >= 1
+        }
+        _ = FileManager.default.createFile(atPath: gate, contents: nil)
+        try eventually("finished") {
+            let info = try daemon.show("q")
+            return info["state"] as? String == "finished" && info["running"] as? Int == 0 && info["pending"] as? Int == 0
+        }
+        // Run 2 (the queued fire) started right after run 1.
+        #expect(daemon.lines("q").prefix(2) == ["1", "2"])
+        #expect(daemon.log.contains("fire queued (overlap=queue)"))
+    }
+
+    @Test func overlapAllowRunsSideBySide() throws {
+        let daemon = try Daemon()
+        let gate = daemon.directory + "/gate"
+        #expect(try daemon.request("ADD a every=30ms count=3 overlap=allow command='echo $TIMERD_RUN >> \(daemon.directory)/started; while [ ! -e \(gate) ]; do sleep 0.01; done'") == "OK")
+        eventually("three at once") { daemon.lines("started").count == 3 }
+        #expect(try daemon.show("a")["running"] as? Int == 3)
+        _ = FileManager.default.createFile(atPath: gate, contents: nil)
+        try eventually("all done") { try daemon.show("a")["running"] as? Int == 0 }
+    }
+
+    @Test func overlapReplaceStopsTheRunningOne() throws {
+        let daemon = try Daemon()
+        #expect(try daemon.request("ADD r every=200ms count=2 overlap=replace command='echo $TIMERD_RUN >> \(daemon.directory)/r; sleep 30'") == "OK")
+        eventually("second run started") { daemon.lines("r") == ["1", "2"] }
+        try eventually("first run killed") { try daemon.show("r")["last_result"] as? String == "killed" }
+        let info = try daemon.show("r")
+        #expect((info["last_reason"] as? String)?.hasPrefix("replaced by a new fire (overlap=replace)") == true)
+        #expect(try daemon.request("CANCEL r") == "OK")
+    }
+
+    @Test func execAsyncNoQueuesRuns() throws {
+        let daemon = try Daemon()
+        let reply = try daemon.request("EXEC start=0 interval=30ms repeats=yes async=no command='sleep 0.1; echo $TIMERD_RUN >> \(daemon.directory)/e'")
+        #expect(reply == #"OK {"name":"exec-1"}"#)
+        eventually("runs one after another") { daemon.lines("e").count >= 2 }
+        #expect(daemon.lines("e").prefix(2) == ["1", "2"])
+        #expect(try daemon.request("CANCEL exec-1") == "OK")
+    }
+
+    @Test func maxRunningCapsConcurrentRuns() throws {
+        let daemon = try Daemon(config: """
+            [daemon]
+            max_running = 2
+            """)
+        let gate = daemon.directory + "/gate"
+        for name in ["c1", "c2", "c3"] {
+            #expect(try daemon.request("ADD \(name) in=10ms command='echo $TIMERD_JOB >> \(daemon.directory)/started; while [ ! -e \(gate) ]; do sleep 0.01; done'") == "OK")
+        }
+        eventually("two started") { daemon.lines("started").count == 2 }
+        let waiting = try ["c1", "c2", "c3"].filter { try daemon.show($0)["pending"] as? Int == 1 }
+        #expect(waiting.count == 1, "one fire waits for a slot")
+        #expect(daemon.log.contains("fire waits for a run slot (max_running=2"))
+        _ = FileManager.default.createFile(atPath: gate, contents: nil)
+        eventually("third started after a slot freed") { daemon.lines("started").count == 3 }
+        let late = try #require(try daemon.show(waiting[0])["last_lateness_ms"] as? Double)
+        #expect(late > 0, "the wait is recorded as lateness")
+    }
+
+    @Test func sigtermGivesRunsAGracePeriodThenKillsThem() throws {
+        let daemon = try Daemon(config: """
+            [daemon]
+            stop_grace = 300ms
+            """)
+        let pids = daemon.directory + "/pids"
+        #expect(try daemon.request("ADD long in=10ms command='sleep 30 & echo $! > \(pids); wait'") == "OK")
+        eventually("running") { daemon.lines("pids").count == 1 }
+        let grandchild = try #require(Int32(daemon.lines("pids")[0]))
+        #expect(daemon.stop() == 0)
+        eventually("the run's process group was killed") { !isRunning(grandchild) }
+        #expect(!FileManager.default.fileExists(atPath: daemon.socket), "socket removed")
+        #expect(daemon.log.contains("grace period over"))
+        #expect(daemon.log.contains("stopped"))
+    }
+
+    @Test func sigtermLetsQuickRunsFinish() throws {
+        let daemon = try Daemon(config: """
+            [daemon]
+            stop_grace = 20s
+            """)
+        let gate = daemon.directory + "/gate"
+        #expect(try daemon.request("ADD quick in=10ms command='while [ ! -e \(gate) ]; do sleep 0.01; done; echo done > \(daemon.directory)/quick'") == "OK")
+        try eventually("running") { try daemon.show("quick")["running"] as? Int == 1 }
+        kill(daemon.process.processIdentifier, SIGTERM)
+        eventually("stopping") { daemon.log.contains("waiting up to 20s for 1 running job(s)") }
+        _ = FileManager.default.createFile(atPath: gate, contents: nil)
+        daemon.process.waitUntilExit()
+        #expect(daemon.process.terminationStatus == 0)
+        #expect(daemon.lines("quick") == ["done"])
+    }
+}
+
+/// True while `pid` exists and is not a zombie (an orphan killed with its group may wait a moment for
+/// init to reap it).
+func isRunning(_ pid: Int32) -> Bool {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+          let close = stat.lastIndex(of: ")") else { return false }
+    let state = stat[stat.index(close, offsetBy: 2)]
+    return state != "Z" && state != "X"
+}
+
+/// Quoting for one protocol word (same rules as the protocol's `Words.quote`).
+enum Words {
+    static func quote(_ word: String) -> String {
+        "'" + word.replacingOccurrences(of: "'", with: "'\"'\"'") + "'"
+    }
+}
