@@ -162,7 +162,8 @@ public struct JobSpec: Equatable, Sendable {
             actions.append(.shell(line))
         }
         if let text = single["argv"] {
-            let words = try Self.splitArgv(text)
+            let words: [String]
+            do { words = try Words.split(text) } catch { throw TimerdError(.badArgument, "argv: \(error.message)", key: "argv") }
             guard !words.isEmpty else { throw TimerdError(.badArgument, "argv is empty", key: "argv") }
             actions.append(.argv(words))
         }
@@ -213,7 +214,7 @@ public struct JobSpec: Equatable, Sendable {
         if leeway != .zero { list.append(KeyValue("leeway", DurationText.format(leeway))) }
         switch action {
         case .shell(let line): list.append(KeyValue("command", line))
-        case .argv(let words): list.append(KeyValue("argv", words.map(Self.quoteArgvWord).joined(separator: " ")))
+        case .argv(let words): list.append(KeyValue("argv", words.map(Words.quote).joined(separator: " ")))
         }
         if let timeout { list.append(KeyValue("timeout", DurationText.format(timeout))) }
         if killGrace != Limits.defaultKillGrace { list.append(KeyValue("kill_grace", DurationText.format(killGrace))) }
@@ -246,67 +247,6 @@ public struct JobSpec: Equatable, Sendable {
         }
         guard !value.utf8.contains(0) else { throw TimerdError(.badArgument, "\(key): value contains a NUL byte", key: key) }
         return KeyValue(name, value)
-    }
-
-    /// Splits an `argv=` value into words with the protocol's quoting rules (see `Words` in TimerdProtocol;
-    /// duplicated minimal form here because the core has no dependency on the protocol).
-    static func splitArgv(_ text: String) throws(TimerdError) -> [String] {
-        var words: [String] = []
-        var current: [UInt8] = []
-        var inWord = false
-        var quote: UInt8? = nil
-        var bytes = Array(text.utf8).makeIterator()
-        while let byte = bytes.next() {
-            if let open = quote {
-                if byte == open {
-                    quote = nil
-                } else if open == UInt8(ascii: "\""), byte == UInt8(ascii: "\\") {
-                    guard let next = bytes.next() else { break }
-                    current.append(next == UInt8(ascii: "n") ? 10 : next == UInt8(ascii: "t") ? 9 : next)
-                } else {
-                    current.append(byte)
-                }
-                continue
-            }
-            switch byte {
-            case UInt8(ascii: " "), UInt8(ascii: "\t"):
-                if inWord { words.append(String(decoding: current, as: UTF8.self)); current = []; inWord = false }
-            case UInt8(ascii: "'"), UInt8(ascii: "\""):
-                quote = byte
-                inWord = true
-            case UInt8(ascii: "\\"):
-                guard let next = bytes.next() else {
-                    throw TimerdError(.badArgument, "argv: trailing backslash", key: "argv")
-                }
-                current.append(next)
-                inWord = true
-            default:
-                current.append(byte)
-                inWord = true
-            }
-        }
-        guard quote == nil else { throw TimerdError(.badArgument, "argv: unterminated quote", key: "argv") }
-        if inWord { words.append(String(decoding: current, as: UTF8.self)) }
-        return words
-    }
-
-    static func quoteArgvWord(_ word: String) -> String {
-        let plain = !word.isEmpty && word.utf8.allSatisfy { byte in
-            byte > 0x20 && byte != UInt8(ascii: "'") && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "\\") && byte != 0x7F
-        }
-        if plain { return word }
-        if !word.contains("'") && !word.contains("\n") && !word.contains("\t") { return "'\(word)'" }
-        var quoted = "\""
-        for scalar in word.unicodeScalars {
-            switch scalar {
-            case "\"": quoted += "\\\""
-            case "\\": quoted += "\\\\"
-            case "\n": quoted += "\\n"
-            case "\t": quoted += "\\t"
-            default: quoted.unicodeScalars.append(scalar)
-            }
-        }
-        return quoted + "\""
     }
 
     static func suggestion(for key: String) -> String {

@@ -64,7 +64,7 @@ public enum Reply: Sendable, Hashable, CustomStringConvertible {
             return "OK " + Reply.singleLine(payload)
         case .err(let code, let message):
             var code = code
-            var message = Reply.singleLine(message)
+            var message = Reply.printable(Reply.singleLine(message))
             if !Reply.isValidCode(code) {
                 message = "invalid error code " + Words.forceQuote(Reply.singleLine(code)) + ": " + message
                 code = TimerdError.Code.internal.rawValue
@@ -83,6 +83,22 @@ public enum Reply: Sendable, Hashable, CustomStringConvertible {
             out.append(scalar == "\n" || scalar == "\r" ? " " : scalar)
         }
         return String(out)
+    }
+
+    /// Escapes control characters other than tab as `\xNN`, so an error message that quotes a client's
+    /// bytes can never carry terminal escape sequences to whoever prints it.
+    static func printable(_ s: String) -> String {
+        guard s.unicodeScalars.contains(where: { ($0.value < 0x20 && $0 != "\t") || $0.value == 0x7F }) else { return s }
+        var out = ""
+        for scalar in s.unicodeScalars {
+            if (scalar.value < 0x20 && scalar != "\t") || scalar.value == 0x7F {
+                let hex = String(scalar.value, radix: 16, uppercase: true)
+                out += "\\x" + (hex.count == 1 ? "0" + hex : hex)
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
     }
 
     // MARK: Parsing

@@ -53,7 +53,13 @@ final class Daemon: @unchecked Sendable {
         }
     }
 
-    deinit { stop() }
+    deinit {
+        stop()
+        // Keep the directory (log, files) only when asked: TIMERD_TEST_KEEP=1.
+        if ProcessInfo.processInfo.environment["TIMERD_TEST_KEEP"] == nil {
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+    }
 
     /// The daemon's stderr so far.
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }

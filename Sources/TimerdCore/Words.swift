@@ -1,4 +1,3 @@
-import TimerdCore
 
 /// Shell-like word splitting and quoting, as used by request lines (and reusable by config values).
 ///
@@ -44,18 +43,18 @@ public enum Words {
 
     /// A decoded word plus how many of its leading bytes came from unquoted, unescaped input.
     /// Only such "raw" bytes can form an option key, its `=` or the `--` marker.
-    struct Token: Equatable {
-        var bytes: [UInt8]
-        var rawPrefix: Int
+    package struct Token: Equatable {
+        package var bytes: [UInt8]
+        package var rawPrefix: Int
 
-        var string: String { String(decoding: bytes, as: UTF8.self) }
+        package var string: String { String(decoding: bytes, as: UTF8.self) }
 
         /// True for an unquoted `--`.
-        var isDoubleDash: Bool { rawPrefix == 2 && bytes == [UInt8(ascii: "-"), UInt8(ascii: "-")] }
+        package var isDoubleDash: Bool { rawPrefix == 2 && bytes == [UInt8(ascii: "-"), UInt8(ascii: "-")] }
 
         /// The `(key, value)` split when the word is an option: its first `=` and everything before it
         /// are unquoted, and the part before it is an identifier.
-        var option: (key: String, value: String)? {
+        package var option: (key: String, value: String)? {
             guard let eq = bytes.firstIndex(of: UInt8(ascii: "=")), eq < rawPrefix,
                 Words.isIdentifier(bytes[..<eq])
             else { return nil }
@@ -68,7 +67,7 @@ public enum Words {
 
     /// Tokenizes a line given as UTF-8 bytes. Only ASCII bytes are interpreted, so valid UTF-8 in gives
     /// valid UTF-8 words out.
-    static func tokenize(_ bytes: [UInt8]) throws(TimerdError) -> [Token] {
+    package static func tokenize(_ bytes: [UInt8]) throws(TimerdError) -> [Token] {
         let space = UInt8(ascii: " "), tab = UInt8(ascii: "\t")
         let single = UInt8(ascii: "'"), double = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
         var tokens: [Token] = []
@@ -149,7 +148,7 @@ public enum Words {
     }
 
     /// `[A-Za-z_][A-Za-z0-9_]*` over ASCII bytes.
-    static func isIdentifier(_ bytes: some Collection<UInt8>) -> Bool {
+    package static func isIdentifier(_ bytes: some Collection<UInt8>) -> Bool {
         guard let first = bytes.first, isIdentifierStart(first) else { return false }
         return bytes.allSatisfy { isIdentifierStart($0) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
     }
@@ -160,14 +159,14 @@ public enum Words {
     }
 
     /// True when the word, written bare, would parse as an option.
-    static func looksLikeOption(_ utf8: String.UTF8View) -> Bool {
+    package static func looksLikeOption(_ utf8: String.UTF8View) -> Bool {
         guard let eq = utf8.firstIndex(of: UInt8(ascii: "=")) else { return false }
         return isIdentifier(utf8[..<eq])
     }
 
     /// True when the word contains a character that cannot appear bare: separators, quotes, backslash,
     /// control characters, or (for readability) any other Unicode whitespace.
-    static func containsSpecial(_ word: String) -> Bool {
+    package static func containsSpecial(_ word: String) -> Bool {
         for s in word.unicodeScalars {
             switch s.value {
             case 0x20, 0x27, 0x22, 0x5C: return true  // space ' " \
@@ -181,12 +180,12 @@ public enum Words {
 
     /// Quotes a value that sits after `key=` in an option: only characters matter there (an empty value,
     /// `=` or `--` are unambiguous).
-    static func quoteOptionValue(_ value: String) -> String {
+    package static func quoteOptionValue(_ value: String) -> String {
         containsSpecial(value) ? forceQuote(value) : value
     }
 
     /// Always quotes: single quotes when possible, else double quotes with escapes.
-    static func forceQuote(_ word: String) -> String {
+    package static func forceQuote(_ word: String) -> String {
         let utf8 = word.utf8
         if !utf8.contains(UInt8(ascii: "'")) && !utf8.contains(UInt8(ascii: "\n")) {
             return "'" + word + "'"
@@ -210,7 +209,7 @@ public enum Words {
 extension Words {
     /// Shortens `s` to at most `max` scalars (plus `…`) so error messages stay small when a peer sends a
     /// huge bogus word.
-    static func abbreviate(_ s: String, max: Int = 64) -> String {
+    package static func abbreviate(_ s: String, max: Int = 64) -> String {
         var scalars = s.unicodeScalars
         guard scalars.count > max else { return s }
         scalars.removeSubrange(scalars.index(scalars.startIndex, offsetBy: max)...)

@@ -1,0 +1,208 @@
+import Synchronization
+import Testing
+import TimerdCore
+import TimerdProtocol
+import TimerdSystem
+@testable import TimerdDaemon
+
+/// A launcher that starts nothing: it records each request and lets the test end runs.
+final class FakeLauncher: RunLauncher {
+    final class Handle: RunHandle {
+        let stops = Mutex<[String]>([])
+        func stop(reason: String) { stops.withLock { $0.append("stop: " + reason) } }
+        func kill(reason: String) { stops.withLock { $0.append("kill: " + reason) } }
+    }
+
+    let started = Mutex<[(request: RunRequest, events: @Sendable (RunEvent) -> Void, handle: Handle)]>([])
+
+    func start(_ request: RunRequest, events: @escaping @Sendable (RunEvent) -> Void) -> any RunHandle {
+        let handle = Handle()
+        started.withLock { $0.append((request, events, handle)) }
+        return handle
+    }
+
+    var count: Int { started.withLock { $0.count } }
+
+    func request(_ index: Int) -> RunRequest { started.withLock { $0[index].request } }
+    func handle(_ index: Int) -> Handle { started.withLock { $0[index].handle } }
+
+    /// Ends run `index` with `result`.
+    func finish(_ index: Int, _ result: RunOutcome.Result = .ok, exitCode: Int? = 0) {
+        let events = started.withLock { $0[index].events }
+        events(.finished(RunOutcome(
+            result: result, exitCode: exitCode, signal: nil, reason: "test", output: "",
+            finishedWall: WallTime(seconds: 0), durationNs: 0)))
+    }
+}
+
+func spec(_ name: String, _ options: [String: String]) throws -> JobSpec {
+    try JobSpec(name: JobName(name), options: options.sorted { $0.key < $1.key }.map { KeyValue($0.key, $0.value) })
+}
+
+/// Waits until the registry has processed everything enqueued so far (launcher events hop onto its queue).
+func settle(_ registry: Registry) async {
+    await withCheckedContinuation { continuation in
+        registry.queue.async { continuation.resume() }
+    }
+}
+
+@Suite struct RegistryTests {
+    let launcher = FakeLauncher()
+    let sink = MemoryLogSink()
+    let registry: Registry
+
+    init() {
+        registry = Registry(launcher: launcher, log: Logger(sink: sink, minimum: .debug), maxRunning: 2, baseEnvironment: [KeyValue("PATH", "/bin")])
+    }
+
+    @Test func runNowStartsARunWithTheJobsEnvironment() async throws {
+        try await registry.add(spec("a", ["every": "1h", "command": "true", "env": "X=1", "meta": "k=v"]), origin: .runtime)
+        #expect(try await registry.runNow(JobName("a")) == "started")
+        #expect(launcher.count == 1)
+        let request = launcher.request(0)
+        #expect(request.runID == 1)
+        #expect(request.environment["X"] == "1")
+        #expect(request.environment["TIMERD_META_K"] == "v")
+        #expect(request.environment["TIMERD_JOB"] == "a")
+        #expect(request.environment["PATH"] == "/bin")
+        #expect(request.workingDirectory == "/")
+        launcher.finish(0, .failed, exitCode: 4)
+        await settle(registry)
+        let info = try await registry.show(JobName("a"))
+        #expect(info.last_result == .failed)
+        #expect(info.last_exit_code == 4)
+        #expect(info.running == 0)
+    }
+
+    @Test func overlapSkipRefusesASecondRun() async throws {
+        try await registry.add(spec("s", ["every": "1h", "command": "true"]), origin: .runtime)
+        _ = try await registry.runNow(JobName("s"))
+        await #expect(throws: TimerdError(.busy, "")) { try await registry.runNow(JobName("s")) }
+        // A scheduled fire in the same situation is skipped and counted.
+        await registry.fire(try JobName("s"), scheduledMono: SystemClock.monoNow(), kind: .scheduled)
+        let info = try await registry.show(JobName("s"))
+        #expect(info.skipped == 1)
+        #expect(info.last_skip?.reason == "run 1 is still going (overlap=skip)")
+        #expect(launcher.count == 1)
+    }
+
+    @Test func overlapQueueStartsThePendingFireWhenTheRunEnds() async throws {
+        try await registry.add(spec("q", ["every": "1h", "command": "true", "overlap": "queue"]), origin: .runtime)
+        #expect(try await registry.runNow(JobName("q")) == "started")
+        #expect(try await registry.runNow(JobName("q")) == "queued")
+        await #expect(throws: TimerdError(.busy, "")) { try await registry.runNow(JobName("q")) }
+        #expect(try await registry.show(JobName("q")).pending == 1)
+        launcher.finish(0)
+        await settle(registry)
+        #expect(launcher.count == 2)
+        #expect(launcher.request(1).runID == 2)
+        #expect(try await registry.show(JobName("q")).pending == 0)
+    }
+
+    @Test func overlapReplaceStopsTheRunningOneFirst() async throws {
+        try await registry.add(spec("r", ["every": "1h", "command": "true", "overlap": "replace"]), origin: .runtime)
+        _ = try await registry.runNow(JobName("r"))
+        #expect(try await registry.runNow(JobName("r")) == "queued")
+        #expect(launcher.handle(0).stops.withLock { $0 } == ["stop: replaced by a new fire (overlap=replace)"])
+        #expect(launcher.count == 1, "the new run waits for the old one to end")
+        launcher.finish(0, .killed, exitCode: nil)
+        await settle(registry)
+        #expect(launcher.count == 2)
+    }
+
+    @Test func overlapAllowRunsSideBySide() async throws {
+        try await registry.add(spec("a", ["every": "1h", "command": "true", "overlap": "allow"]), origin: .runtime)
+        _ = try await registry.runNow(JobName("a"))
+        _ = try await registry.runNow(JobName("a"))
+        #expect(launcher.count == 2)
+        #expect(try await registry.show(JobName("a")).running == 2)
+    }
+
+    @Test func runsOverTheCapWaitForASlot() async throws {
+        for name in ["a", "b", "c"] {
+            try await registry.add(spec(name, ["every": "1h", "command": "true"]), origin: .runtime)
+        }
+        #expect(try await registry.runNow(JobName("a")) == "started")
+        #expect(try await registry.runNow(JobName("b")) == "started")
+        #expect(try await registry.runNow(JobName("c")) == "waiting")
+        #expect(try await registry.show(JobName("c")).pending == 1)
+        // c is busy while it waits: with overlap=skip a second fire is skipped, not parked twice.
+        await registry.fire(try JobName("c"), scheduledMono: SystemClock.monoNow(), kind: .scheduled)
+        #expect(try await registry.show(JobName("c")).skipped == 1)
+        launcher.finish(1)
+        await settle(registry)
+        #expect(launcher.count == 3)
+        #expect(launcher.request(2).job == "c")
+        #expect(sink.all.contains { $0.contains("job=c fire waits for a run slot (max_running=2") })
+    }
+
+    @Test func cancelIsAllOrNothingAndRefusesConfigJobs() async throws {
+        try await registry.add(spec("a", ["every": "1h", "command": "true"]), origin: .runtime)
+        try await registry.add(spec("c", ["every": "1h", "command": "true"]), origin: .config(file: "/etc/t.conf", line: 4))
+        await #expect(throws: TimerdError(.declaredInConfig, "")) { try await registry.cancel([JobName("a"), JobName("c")]) }
+        #expect(await registry.list().count == 2)
+        await #expect(throws: TimerdError(.noSuchJob, "")) { try await registry.cancel([JobName("a"), JobName("zz")]) }
+        try await registry.cancel([JobName("a")])
+        #expect(await registry.list().map(\.name) == ["c"])
+    }
+
+    @Test func aCancelledJobsLateRunEndDoesNotTouchANewJobOfTheSameName() async throws {
+        try await registry.add(spec("x", ["every": "1h", "command": "true"]), origin: .runtime)
+        _ = try await registry.runNow(JobName("x"))
+        try await registry.cancel([JobName("x")])
+        try await registry.add(spec("x", ["every": "2h", "command": "true"]), origin: .runtime)
+        launcher.finish(0, .failed, exitCode: 9)
+        await settle(registry)
+        let info = try await registry.show(JobName("x"))
+        #expect(info.last_result == nil)
+        #expect(info.runs == 0)
+        #expect(await registry.runningTotal == 0, "the orphan run still freed its slot")
+    }
+
+    @Test func generatedNamesSkipEveryNameEverUsed() async throws {
+        try await registry.add(spec("exec-1", ["in": "1h", "command": "true"]), origin: .runtime)
+        try await registry.cancel([JobName("exec-1")])
+        #expect(await registry.generateName().rawValue == "exec-2")
+        #expect(await registry.generateName().rawValue == "exec-3")
+    }
+
+    @Test func applyConfigDiffsAndRejectsConflictsWhole() async throws {
+        func declared(_ name: String, _ every: String, line: Int) throws -> DeclaredJob {
+            DeclaredJob(spec: try spec(name, ["every": every, "command": "true"]), file: "/c", line: line)
+        }
+        var summary = try await registry.applyConfig([declared("keep", "1h", line: 1), declared("change", "1h", line: 2), declared("drop", "1h", line: 3)], maxRunning: 2)
+        #expect(summary.added == ["keep", "change", "drop"])
+        try await registry.pause([JobName("keep")])
+        try await registry.add(spec("mine", ["every": "1h", "command": "true"]), origin: .runtime)
+
+        summary = try await registry.applyConfig([declared("keep", "1h", line: 5), declared("change", "2h", line: 6), declared("new", "1h", line: 7)], maxRunning: 5)
+        #expect(summary.added == ["new"])
+        #expect(summary.changed == ["change"])
+        #expect(summary.removed == ["drop"])
+        #expect(summary.unchanged == 1)
+        #expect(try await registry.show(JobName("keep")).state == .paused, "unchanged jobs keep their state")
+        #expect(try await registry.show(JobName("keep")).declared_at == "/c:5")
+        #expect(try await registry.show(JobName("change")).schedule == "every 2h")
+        #expect(await registry.maxRunning == 5)
+
+        await #expect(throws: TimerdError(.invalidConfig, "")) {
+            try await registry.applyConfig([declared("mine", "1h", line: 9)], maxRunning: 5)
+        }
+        #expect(await registry.list().map(\.name) == ["change", "keep", "mine", "new"], "a rejected config changes nothing")
+    }
+
+    @Test func shutdownKillsRunsAfterTheGracePeriod() async throws {
+        try await registry.add(spec("long", ["every": "1h", "command": "true"]), origin: .runtime)
+        _ = try await registry.runNow(JobName("long"))
+        let launcher = self.launcher
+        // The fake run ends as soon as it is killed, as a real process group would.
+        let watcher = Task {
+            while launcher.handle(0).stops.withLock({ $0.isEmpty }) { await Task.yield() }
+            launcher.finish(0, .killed, exitCode: nil)
+        }
+        await registry.shutdown(grace: .milliseconds(50))
+        await watcher.value
+        #expect(launcher.handle(0).stops.withLock { $0 } == ["kill: timerd stopped and the grace period ran out"])
+        await #expect(throws: TimerdError(.shuttingDown, "")) { try await registry.runNow(JobName("long")) }
+    }
+}
