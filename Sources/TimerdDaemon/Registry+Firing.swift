@@ -80,9 +80,7 @@ extension Registry {
             scheduled = now &- UInt64(max(0, (wallNow - wall).nanoseconds))
         }
 
-        var oneShot = true
         if let grid = job.grid {
-            oneShot = false
             // If the daemon was stopped or starved past more than one fire, run once for the latest one and
             // say how many were missed, instead of firing a burst.
             let latest = grid.index(atOrBefore: now) ?? job.nextIndex
@@ -100,14 +98,23 @@ extension Registry {
         }
         jobs[name] = job
         fire(name, scheduledMono: scheduled, kind: .scheduled)
+        continueSchedule(name)
+    }
 
-        job = jobs[name]!
+    /// After a scheduled fire: re-arm for the next one, or finish a one-shot or a job whose `count` is
+    /// reached.
+    func continueSchedule(_ name: JobName) {
+        guard var job = jobs[name] else { return }
+        let oneShot = job.grid == nil
         if oneShot || (job.spec.count.map { job.acceptedFires >= $0 } ?? false) {
             job.state = .finished
             job.nextMono = nil
+            job.nextWall = nil
             disarm(&job)
             jobs[name] = job
             log.info(job: name.rawValue, oneShot ? "finished its schedule (one-shot)" : "finished its schedule (count=\(job.spec.count!) reached)")
+            if job.origin == .runtime { finishedRuntimeJobs.append((name, job.id)) }
+            pruneFinishedRuntimeJobs()
         } else {
             arm(name)
         }

@@ -29,6 +29,8 @@ actor Registry {
     var shuttingDown = false
     var drainWaiters: [CheckedContinuation<Void, Never>] = []
 
+    /// Runtime jobs that finished their schedule, oldest first (pruned beyond `finishedRuntimeJobsKept`).
+    var finishedRuntimeJobs: [(name: JobName, id: UInt64)] = []
     private var nextJobID: UInt64 = 1
     private var nextExecNumber: UInt64 = 1
     /// Every name a job has had in this daemon's life, so a generated name is never handed out twice.
@@ -75,7 +77,6 @@ actor Registry {
             return
         }
         arm(spec.name)
-        pruneFinishedRuntimeJobs()
     }
 
     /// A name for `EXEC` that no job in this daemon's life has had.
@@ -151,11 +152,16 @@ actor Registry {
                 if missed > 0 { noteSkip(name, count: missed, reason: "paused") }
                 arm(name)
             case .now:
-                if let grid = job.grid { job.nextIndex = grid.index(after: now) }
+                // This fire is the schedule's next one: a one-shot is done after it, a repeating job
+                // continues on its grid after now.
+                if let grid = job.grid {
+                    job.nextIndex = grid.index(after: now)
+                    job.nextMono = grid.instant(job.nextIndex)
+                }
                 jobs[name] = job
                 log.info(job: name.rawValue, wasPaused ? "resumed; firing now" : "firing now (RESUME now)")
-                arm(name)
                 fire(name, scheduledMono: now, kind: .scheduled)
+                continueSchedule(name)
             case .after(let delay):
                 let first = now &+ UInt64(delay.nanoseconds)
                 switch job.spec.schedule {
@@ -203,11 +209,14 @@ actor Registry {
     }
 
     /// Forgets the oldest finished runtime jobs beyond `finishedRuntimeJobsKept` (config jobs stay).
-    private func pruneFinishedRuntimeJobs() {
-        let finished = jobs.values.filter { $0.state == .finished && $0.origin == .runtime && $0.active.isEmpty }
-        guard finished.count > Self.finishedRuntimeJobsKept else { return }
-        for job in finished.sorted(by: { $0.id < $1.id }).prefix(finished.count - Self.finishedRuntimeJobsKept) {
-            jobs[job.spec.name] = nil
+    func pruneFinishedRuntimeJobs() {
+        while finishedRuntimeJobs.count > Self.finishedRuntimeJobsKept {
+            let (name, id) = finishedRuntimeJobs.removeFirst()
+            // Only if it is still that same finished job (not cancelled, re-added, or re-run meanwhile).
+            if let job = jobs[name], job.id == id, job.state == .finished, job.active.isEmpty, job.queued == nil {
+                jobs[name] = nil
+                log.debug(job: name.rawValue, "forgotten: more than \(Self.finishedRuntimeJobsKept) finished runtime jobs are kept")
+            }
         }
     }
 }

@@ -191,7 +191,7 @@ struct SectionTests {
             at(16, "give only one of every, in and at (got in, every)"),
             at(21, "give only one action: command=, argv= or words after --"),
             at(26, "start applies only to every= jobs (use in= for a one-shot delay)"),
-            at(27, "argv: unterminated quote"),
+            at(27, "argv: unterminated single quote (opened at byte 1)"),
         ])
     }
 

@@ -205,4 +205,34 @@ func settle(_ registry: Registry) async {
         #expect(launcher.handle(0).stops.withLock { $0 } == ["kill: timerd stopped and the grace period ran out"])
         await #expect(throws: TimerdError(.shuttingDown, "")) { try await registry.runNow(JobName("long")) }
     }
+
+    @Test func resumeNowOnAOneShotIsItsOnlyFire() async throws {
+        try await registry.add(spec("once", ["in": "1h", "command": "true"]), origin: .runtime)
+        try await registry.pause([JobName("once")])
+        try await registry.resume([JobName("once")], mode: .now)
+        #expect(launcher.count == 1)
+        let info = try await registry.show(JobName("once"))
+        #expect(info.state == .finished)
+        #expect(info.next_fire == nil)
+    }
+
+    @Test func resumeNowCountsTowardCount() async throws {
+        try await registry.add(spec("two", ["every": "1h", "count": "2", "command": "true", "overlap": "allow"]), origin: .runtime)
+        try await registry.resume([JobName("two")], mode: .now)
+        #expect(try await registry.show(JobName("two")).state == .scheduled)
+        try await registry.resume([JobName("two")], mode: .now)
+        #expect(try await registry.show(JobName("two")).state == .finished)
+        #expect(launcher.count == 2)
+    }
+
+    @Test func finishedRuntimeJobsAreForgottenBeyondTheLimit() async throws {
+        let total = Registry.finishedRuntimeJobsKept + 5
+        for index in 0..<total {
+            try await registry.add(spec("o\(index)", ["in": "1h", "command": "true"]), origin: .runtime)
+            try await registry.resume([JobName("o\(index)")], mode: .now)
+        }
+        let names = Set(await registry.list().map(\.name))
+        #expect(names.count == Registry.finishedRuntimeJobsKept)
+        #expect(!names.contains("o0") && !names.contains("o4") && names.contains("o5"))
+    }
 }

@@ -104,7 +104,17 @@ struct ReplyTests {
             default:
                 let code = codes.randomElement(using: &rng)!
                 reply = .err(code: code, message: text)
-                want = .err(code: code, message: expected)
+                // Messages also escape other control characters (see ReplyEscapeTests).
+                var escaped = ""
+                for scalar in expected.unicodeScalars {
+                    if (scalar.value < 0x20 && scalar != "\t") || scalar.value == 0x7F {
+                        let hex = String(scalar.value, radix: 16, uppercase: true)
+                        escaped += "\\x" + (hex.count == 1 ? "0" + hex : hex)
+                    } else {
+                        escaped.unicodeScalars.append(scalar)
+                    }
+                }
+                want = .err(code: code, message: escaped)
             }
             let back = try Reply.parse(reply.encode())
             #expect(back == want, "line: \(reply.encode().debugDescription)")
