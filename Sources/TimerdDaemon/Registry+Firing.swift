@@ -113,11 +113,18 @@ extension Registry {
             disarm(&job)
             jobs[name] = job
             log.info(job: name.rawValue, oneShot ? "finished its schedule (one-shot)" : "finished its schedule (count=\(job.spec.count!) reached)")
-            if job.origin == .runtime { finishedRuntimeJobs.append((name, job.id)) }
-            pruneFinishedRuntimeJobs()
+            noteIfIdleAndFinished(name)
         } else {
             arm(name)
         }
+    }
+
+    /// Queues a finished runtime job with nothing in flight for pruning (see `pruneFinishedRuntimeJobs`).
+    func noteIfIdleAndFinished(_ name: JobName) {
+        guard let job = jobs[name], job.origin == .runtime, job.state == .finished, job.active.isEmpty,
+              job.queued == nil, job.waitingForSlot == 0 else { return }
+        finishedRuntimeJobs.append((name, job.id))
+        pruneFinishedRuntimeJobs()
     }
 
     // MARK: - Firing and runs
@@ -216,6 +223,7 @@ extension Registry {
                     jobs[name] = job
                     if !shuttingDown { _ = startOrWait(name, queued) }
                 }
+                noteIfIdleAndFinished(name)
             } else {
                 orphanHandles["\(jobID)/\(runID)"] = nil
                 log.info(job: name.rawValue, run: runID, "run of a removed job ended: \(summary)")

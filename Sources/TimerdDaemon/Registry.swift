@@ -213,7 +213,8 @@ actor Registry {
         while finishedRuntimeJobs.count > Self.finishedRuntimeJobsKept {
             let (name, id) = finishedRuntimeJobs.removeFirst()
             // Only if it is still that same finished job (not cancelled, re-added, or re-run meanwhile).
-            if let job = jobs[name], job.id == id, job.state == .finished, job.active.isEmpty, job.queued == nil {
+            if let job = jobs[name], job.id == id, job.state == .finished, job.active.isEmpty, job.queued == nil,
+               job.waitingForSlot == 0 {
                 jobs[name] = nil
                 log.debug(job: name.rawValue, "forgotten: more than \(Self.finishedRuntimeJobsKept) finished runtime jobs are kept")
             }

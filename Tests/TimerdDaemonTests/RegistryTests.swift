@@ -230,6 +230,8 @@ func settle(_ registry: Registry) async {
         for index in 0..<total {
             try await registry.add(spec("o\(index)", ["in": "1h", "command": "true"]), origin: .runtime)
             try await registry.resume([JobName("o\(index)")], mode: .now)
+            launcher.finish(index)
+            await settle(registry)
         }
         let names = Set(await registry.list().map(\.name))
         #expect(names.count == Registry.finishedRuntimeJobsKept)
