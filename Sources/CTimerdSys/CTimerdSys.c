@@ -161,6 +161,21 @@ int tsys_default_signal(int sig) {
     return set_disposition(sig, SIG_DFL);
 }
 
+int tsys_sigwait(const int *signals, int count) {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int i = 0; i < count; i++) {
+        if (sigaddset(&set, signals[i]) != 0) return -1;
+    }
+    int sig = 0;
+    int err = sigwait(&set, &sig);
+    if (err != 0) {
+        errno = err;
+        return -1;
+    }
+    return sig;
+}
+
 int tsys_thread_mask_signal(int sig, int block) {
     sigset_t set;
     sigemptyset(&set);

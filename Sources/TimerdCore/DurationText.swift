@@ -76,8 +76,9 @@ public enum DurationText {
                 // perUnit * value / scale without overflow: perUnit ≤ 6.05e14 and value < 1e9 could overflow.
                 fractionNs = Int64((Double(perUnit) * Double(value) / Double(scale)).rounded())
             }
-            let (sum, overflow2) = total.addingReportingOverflow(wholeNs + fractionNs)
-            guard !overflow2 else { throw fail("too large") }
+            let (component, overflow2) = wholeNs.addingReportingOverflow(fractionNs)
+            let (sum, overflow3) = total.addingReportingOverflow(component)
+            guard !overflow2, !overflow3 else { throw fail("too large") }
             total = sum
             sawComponent = true
             skipSpaces()
@@ -110,7 +111,10 @@ extension Duration {
     /// The whole duration in nanoseconds (saturating; durations in timerd are capped at 100 years).
     public var nanoseconds: Int64 {
         let (seconds, attoseconds) = components
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+        let (scaled, overflow1) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        let (total, overflow2) = scaled.addingReportingOverflow(attoseconds / 1_000_000_000)
+        guard !overflow1, !overflow2 else { return seconds < 0 ? .min : .max }
+        return total
     }
 
     /// The duration in milliseconds as a Double, for display and JSON.

@@ -13,7 +13,11 @@ public enum ExecRequest {
         var interval: String?
         var repeats = false
         var async = false
+        var seen: Set<String> = []
         for option in options {
+            if keys.contains(option.key), !seen.insert(option.key).inserted {
+                throw TimerdError(.badArgument, "\(option.key) is given more than once", key: option.key)
+            }
             switch option.key {
             case "start": start = option.value
             case "interval": interval = option.value
@@ -33,10 +37,29 @@ public enum ExecRequest {
             rest.append(KeyValue("every", interval))
             rest.append(KeyValue("start", start ?? "0s"))
         } else {
+            if interval != nil {
+                throw TimerdError(.badArgument, "interval applies only with repeats=yes", key: "interval")
+            }
             rest.append(KeyValue("in", start ?? "0s"))
         }
         rest.append(KeyValue("overlap", async ? OverlapPolicy.allow.rawValue : OverlapPolicy.queue.rawValue))
-        return try JobSpec(name: name, options: rest, argv: argv)
+        do {
+            return try JobSpec(name: name, options: rest, argv: argv)
+        } catch {
+            throw execError(error, repeats: repeats)
+        }
+    }
+
+    /// Renames the keys EXEC rewrote (`in`/`every`/`start`) back to the ones the client sent.
+    private static func execError(_ error: TimerdError, repeats: Bool) -> TimerdError {
+        let renamed: [String: String] = repeats ? ["every": "interval", "start": "start"] : ["in": "start"]
+        guard let key = error.key, let sent = renamed[key] else { return error }
+        var message = error.message
+        if message.hasPrefix(key + ":") { message = sent + message.dropFirst(key.count) }
+        if sent == "interval", message.hasPrefix("interval: interval must be") {
+            message = "interval: must be" + message.dropFirst("interval: interval must be".count)
+        }
+        return TimerdError(error.code, message, key: sent)
     }
 
     /// Reads `yes/no`, `true/false`, `on/off`, `1/0`.

@@ -136,7 +136,10 @@ public struct JobSpec: Equatable, Sendable {
             if let delay = try duration("in") {
                 schedule = .after(delay: delay)
             } else if let text = single["at"] {
-                do { schedule = .at(try RFC3339.parse(text)) } catch { throw TimerdError(.badArgument, "at: \(error.message)", key: "at") }
+                // Microseconds are what timerd shows and writes back, so that is what it keeps.
+                do { schedule = .at(RFC3339.truncatedToMicroseconds(try RFC3339.parse(text))) } catch {
+                    throw TimerdError(.badArgument, "at: \(error.message)", key: "at")
+                }
             } else {
                 throw TimerdError(.missingArgument, "a schedule is required: every=DUR, in=DUR or at=TIME")
             }
@@ -156,7 +159,7 @@ public struct JobSpec: Equatable, Sendable {
         // Action: exactly one of command / argv key / words after `--`.
         var actions: [Action] = []
         if let line = single["command"] {
-            guard !line.allSatisfy({ $0 == " " || $0 == "\t" }) else {
+            guard !line.allSatisfy({ $0.isWhitespace }) else {
                 throw TimerdError(.badArgument, "command is empty", key: "command")
             }
             actions.append(.shell(line))

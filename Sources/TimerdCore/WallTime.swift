@@ -93,7 +93,19 @@ public enum RFC3339 {
         guard hour < 24, minute < 60, second < 61 else { throw fail("no such time of day") }
         let days = daysFromCivil(year: year, month: month, day: day)
         let seconds = days * 86_400 + hour * 3600 + minute * 60 + min(second, 59) - offsetSeconds
-        return WallTime(seconds: seconds, nanoseconds: nanos)
+        // Int64 nanoseconds since 1970 reach from 1677 to 2262: refuse what does not fit instead of trapping.
+        let (scaled, overflow1) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        let (total, overflow2) = scaled.addingReportingOverflow(nanos)
+        guard !overflow1, !overflow2 else { throw fail("out of range (years 1678 to 2261 are supported)") }
+        return WallTime(nanosecondsSinceEpoch: total)
+    }
+
+    /// `time` cut to whole microseconds, the precision timerd shows and stores.
+    public static func truncatedToMicroseconds(_ time: WallTime) -> WallTime {
+        let ns = time.nanosecondsSinceEpoch
+        var remainder = ns % 1_000
+        if remainder < 0 { remainder += 1_000 }
+        return WallTime(nanosecondsSinceEpoch: ns - remainder)
     }
 
     /// Formats `time` in UTC with microseconds, e.g. `2026-11-29T16:00:00.000000Z`.

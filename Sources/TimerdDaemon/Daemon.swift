@@ -31,8 +31,6 @@ public final class Daemon: Sendable {
     private let settings: Mutex<DaemonSettings>
     private let server: Mutex<ControlServer?> = Mutex(nil)
     private let stopping = Atomic<Bool>(false)
-    /// Written once in `init`, never mutated: kept only so the sources live as long as the daemon.
-    private nonisolated(unsafe) let signalSources: [any DispatchSourceSignal]
 
     /// `timerd`'s entry point: parses `arguments` (without the program name), then runs until stopped.
     public static func main(arguments: [String]) -> Never {
@@ -40,7 +38,7 @@ public final class Daemon: Sendable {
         do {
             options = try DaemonOptions.parse(arguments)
         } catch {
-            CurrentProcess.writeToStderr("timerd: \(error.message)\n\(DaemonOptions.usage)\n")
+            CurrentProcess.writeToStderr("timerd: error: \(error.message)\nSee 'timerd --help'.\n")
             CurrentProcess.exit(2)
         }
         if options.showHelp {
@@ -72,17 +70,37 @@ public final class Daemon: Sendable {
             ?? CurrentProcess.environmentVariable("TIMERD_SOCKET").flatMap { $0.isEmpty ? nil : $0 }
             ?? configuration.settings.socket
             ?? DaemonOptions.defaultSocket()
-        // Before any Dispatch work starts, on the main thread, so every later thread inherits the block.
+        // Before any other thread exists: every thread inherits the block, so SIGTERM, SIGINT and SIGHUP stay
+        // pending until the main thread takes them with sigwait, and none can be lost. (With Dispatch signal
+        // sources under dispatchMain(), whose main thread waits in sigsuspend with every signal unblocked,
+        // a SIGTERM sent soon after start-up was seen to vanish.)
+        let handled: [Signal] = [.term, .int, .hup]
         do {
             try Signals.ignore(.pipe)
-            try Signals.prepareForDispatchSources([.term, .int, .hup])
+            try Signals.block(handled)
         } catch {
             CurrentProcess.writeToStderr("timerd: cannot set up signal handling: \(error)\n")
             CurrentProcess.exit(1)
         }
         let daemon = Daemon(configPath: configPath, explicit: options.config != nil, configuration: configuration)
         Task { await daemon.start(socket: socket, configuration: configuration) }
-        dispatchMain()
+        while true {
+            do {
+                daemon.received(try Signals.waitForAny(handled))
+            } catch {
+                // sigwait fails only for an invalid signal set: a bug, not an environment failure.
+                preconditionFailure("sigwait failed: \(error)")
+            }
+        }
+    }
+
+    /// Handles a signal taken by the main thread (never blocks it).
+    private func received(_ signal: Signal) {
+        if signal == .hup {
+            Task { _ = try? await self.reload(trigger: "SIGHUP") }
+        } else {
+            Task { await self.stop(signal: signal) }
+        }
     }
 
     private init(configPath: String, explicit: Bool, configuration: Configuration) {
@@ -94,9 +112,6 @@ public final class Daemon: Sendable {
         registry = Registry(
             launcher: CommandLauncher(log: log), log: log, maxRunning: configuration.settings.maxRunning,
             baseEnvironment: Self.baseEnvironment())
-        signalSources = [Signal.term, .int, .hup].map {
-            DispatchSource.makeSignalSource(signal: $0.rawValue, queue: .global())
-        }
     }
 
     /// Reads the config; a missing default config is an empty one, a missing explicit one an error.
@@ -122,7 +137,6 @@ public final class Daemon: Sendable {
     // MARK: - Start
 
     private func start(socket: String, configuration: Configuration) async {
-        installSignalHandlers()
 
         do {
             _ = try await registry.applyConfig(declared(configuration), maxRunning: configuration.settings.maxRunning)
@@ -160,20 +174,6 @@ public final class Daemon: Sendable {
 
     private func declared(_ configuration: Configuration) -> [DeclaredJob] {
         configuration.jobs.map { DeclaredJob(spec: $0.spec, file: $0.file, line: $0.line) }
-    }
-
-    private func installSignalHandlers() {
-        for source in signalSources {
-            let signal = Signal(rawValue: Int32(source.handle))
-            source.setEventHandler { [self] in
-                if signal == .hup {
-                    Task { _ = try? await self.reload(trigger: "SIGHUP") }
-                } else {
-                    Task { await self.stop(signal: signal) }
-                }
-            }
-            source.activate()
-        }
     }
 
     // MARK: - Reload

@@ -47,18 +47,24 @@ public enum Signals {
         _ = try checkResult(tsys_default_signal(signal.rawValue))
     }
 
-    /// Readies `signals` (e.g. `.term`, `.int`, `.hup`) for `DispatchSource.makeSignalSource`:
-    /// sets each to `SIG_IGN`, so it never runs its default action (terminate) on a thread that
-    /// has not blocked it, and blocks it in the calling thread, so threads created later inherit
-    /// the block and the signal stays pending for Dispatch's signalfd instead of being discarded
-    /// as ignored. Call it from the main thread first thing, before any Dispatch work starts.
+    /// Blocks `signals` in the calling thread, for `waitForAny`. Call it on the main thread before any other
+    /// thread exists, so every thread inherits the block and the signals stay pending until waited for.
     ///
-    /// The corresponding C functions are `sigaction` and `pthread_sigmask`.
-    public static func prepareForDispatchSources(_ signals: [Signal]) throws(Errno) {
+    /// The corresponding C function is `pthread_sigmask`.
+    public static func block(_ signals: [Signal]) throws(Errno) {
         for signal in signals {
-            _ = try checkResult(tsys_ignore_signal(signal.rawValue))
             _ = try checkResult(tsys_thread_mask_signal(signal.rawValue, 1))
         }
+    }
+
+    /// Waits until one of `signals` (blocked in every thread with `block`) is pending, takes it, and
+    /// returns it. A signal sent while nobody waits stays pending, so none is lost.
+    ///
+    /// The corresponding C function is `sigwait`.
+    public static func waitForAny(_ signals: [Signal]) throws(Errno) -> Signal {
+        let numbers = signals.map(\.rawValue)
+        let result = numbers.withUnsafeBufferPointer { tsys_sigwait($0.baseAddress, Int32($0.count)) }
+        return Signal(rawValue: try checkResult(result))
     }
 
     /// Blocks (or unblocks) `signal` in the calling thread only.

@@ -58,6 +58,10 @@ int tsys_default_signal(int sig);
 /// Returns 0 or -1 (pthread_sigmask's error is stored in errno).
 int tsys_thread_mask_signal(int sig, int block);
 
+/// Waits for one of `count` signals (which the caller has blocked in every thread) and returns its number,
+/// or -1 (sigwait's error in errno).
+int tsys_sigwait(const int *signals, int count);
+
 /// Blocks every signal in the calling thread, as Dispatch worker threads do. Returns 0 or -1.
 int tsys_thread_block_all_signals(void);
 

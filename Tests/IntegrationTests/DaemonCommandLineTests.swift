@@ -1,0 +1,107 @@
+import Foundation
+import Glibc
+import Testing
+
+/// `timerd`'s own command line and how both binaries find the socket.
+@Suite struct DaemonCommandLineTests {
+    let timerd = Daemon.binaries + "/timerd"
+    let timerctl = Daemon.binaries + "/timerctl"
+
+    @Test func versionHelpAndUsageErrors() throws {
+        let version = try Daemon.run(timerd, ["--version"])
+        #expect(version.status == 0)
+        #expect(version.stdout == "timerd 0.1.0 (protocol 1)\n")
+        let help = try Daemon.run(timerd, ["--help"])
+        #expect(help.status == 0)
+        #expect(help.stdout.hasPrefix("Usage: timerd [--socket PATH] [--config PATH] [--check-config]"))
+        #expect(help.stderr.isEmpty)
+        let bogus = try Daemon.run(timerd, ["--bogus"])
+        #expect(bogus.status == 2)
+        #expect(bogus.stderr == "timerd: error: unknown option --bogus\nSee 'timerd --help'.\n")
+        let missing = try Daemon.run(timerd, ["--socket"])
+        #expect(missing.status == 2)
+        #expect(missing.stderr.hasPrefix("timerd: error: --socket needs a value"))
+    }
+
+    @Test func bothBinariesHonourTimerdSocket() throws {
+        let directory = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let socket = directory + "/from-env.sock"
+        let notify = try NotifySocket(path: directory + "/notify")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: timerd)
+        process.arguments = ["--config", directory + "/missing-default-is-not-read.conf"]
+        var environment = ProcessInfo.processInfo.environment
+        environment["TIMERD_SOCKET"] = socket
+        environment["NOTIFY_SOCKET"] = notify.path
+        process.environment = environment
+        process.standardError = FileHandle.nullDevice
+        // An explicit --config that does not exist is an error; write an empty one.
+        _ = FileManager.default.createFile(atPath: directory + "/missing-default-is-not-read.conf", contents: Data())
+        try process.run()
+        defer {
+            kill(process.processIdentifier, SIGTERM)
+            process.waitUntilExit()
+        }
+        #expect(notify.waitFor("READY=1", timeout: 20))
+        #expect(FileManager.default.fileExists(atPath: socket))
+        let ping = try Daemon.run(timerctl, ["ping"], environment: ["TIMERD_SOCKET": socket])
+        #expect(ping.status == 0)
+        #expect(ping.stdout == "pong\n")
+    }
+
+    @Test func configSocketIsUsedWithoutFlagOrEnvironment() throws {
+        let directory = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try "[daemon]\nsocket = relative.sock\n".write(toFile: directory + "/timerd.conf", atomically: true, encoding: .utf8)
+        let notify = try NotifySocket(path: directory + "/notify")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: timerd)
+        process.arguments = ["--config", directory + "/timerd.conf"]
+        var environment = ProcessInfo.processInfo.environment
+        environment.removeValue(forKey: "TIMERD_SOCKET")
+        environment["NOTIFY_SOCKET"] = notify.path
+        process.environment = environment
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer {
+            kill(process.processIdentifier, SIGTERM)
+            process.waitUntilExit()
+        }
+        #expect(notify.waitFor("READY=1", timeout: 20))
+        // Relative to the config file's directory.
+        let ping = try Daemon.run(timerctl, ["--socket", directory + "/relative.sock", "ping"])
+        #expect(ping.status == 0)
+    }
+
+    @Test func aSecondDaemonOnTheSameSocketIsRefused() throws {
+        let daemon = try Daemon()
+        let second = try Daemon.run(timerd, ["--socket", daemon.socket, "--config", daemon.directory + "/absent.conf"])
+        #expect(second.status == 1)
+        #expect(second.stderr.contains("another timerd is listening on \(daemon.socket)") || second.stderr.contains(daemon.socket))
+        #expect(try daemon.request("PING") == "OK", "the first one is unharmed")
+    }
+
+    @Test func aStaleSocketFileIsReplaced() throws {
+        let first = try Daemon()
+        let socket = first.socket
+        // SIGKILL leaves the socket file behind.
+        #expect(first.stop(signal: SIGKILL) == SIGKILL)
+        #expect(FileManager.default.fileExists(atPath: socket))
+        let notify = try NotifySocket(path: first.directory + "/notify2")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: timerd)
+        process.arguments = ["--socket", socket, "--config", first.directory + "/absent.conf"]
+        var environment = ProcessInfo.processInfo.environment
+        environment["NOTIFY_SOCKET"] = notify.path
+        process.environment = environment
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer {
+            kill(process.processIdentifier, SIGTERM)
+            process.waitUntilExit()
+        }
+        #expect(notify.waitFor("READY=1", timeout: 20))
+        #expect(try Client(path: socket).request("PING") == "OK")
+    }
+}
