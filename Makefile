@@ -2,14 +2,31 @@
 # missing system packages first (as root, or through sudo).
 
 SWIFT        ?= swift
-APT_PACKAGES := libsystemd-dev pkg-config
+APT_PACKAGES := libsystemd-dev pkg-config systemd
 # lld instead of gold: gold warns about mktemp inside the static Foundation library we do not call.
 RELEASE_FLAGS := -c release --static-swift-stdlib -Xswiftc -use-ld=lld
 RUN_DIR      := $(CURDIR)/run
 SOCKET       := $(RUN_DIR)/timerd.sock
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build run test check-config clean help
+# `make install` layout. DESTDIR is prepended to every path (staged installs, packaging); PREFIX is
+# what the installed files refer to (the unit's ExecStart). See docs/install.md.
+PREFIX       ?= /usr/local
+DESTDIR      ?=
+BINDIR       ?= $(PREFIX)/bin
+MANDIR       ?= $(PREFIX)/share/man
+DOCDIR       ?= $(PREFIX)/share/doc/timerd
+BASHCOMPDIR  ?= $(PREFIX)/share/bash-completion/completions
+# systemd's unit search path includes /usr/local/lib/systemd/system and /usr/lib/systemd/system
+# (`systemd-analyze unit-paths`), so units go under the prefix for those two; for any other prefix
+# (systemd would not look there) into /etc/systemd/system.
+SYSTEMDUNITDIR ?= $(if $(filter /usr /usr/local,$(patsubst %/,%,$(PREFIX))),$(PREFIX)/lib/systemd/system,/etc/systemd/system)
+# Fixed, not under PREFIX: timerd.service and timerd's built-in default read /etc/timerd/timerd.conf.
+CONFDIR      := /etc/timerd
+INSTALL      ?= install
+DOCS         := README.md $(sort $(wildcard docs/*.md))
+
+.PHONY: all deps build run test test-install check-config install uninstall clean help
 
 all: build
 
@@ -18,6 +35,10 @@ help:
 	@echo "make test          install missing packages, then build and run every test"
 	@echo "make build         release binaries in .build/release/ (timerd, timerctl)"
 	@echo "make check-config  validate config/timerd.conf"
+	@echo "make install       build, then install binaries, systemd units, man pages, completion, docs and"
+	@echo "                   /etc/timerd/timerd.conf (never overwritten); PREFIX=/usr/local DESTDIR="
+	@echo "make uninstall     remove what install put there, except the config in /etc/timerd"
+	@echo "make test-install  build, then check install/uninstall into a temporary DESTDIR"
 	@echo "make clean         remove build products and the run/ directory"
 
 # Install only what is missing; `apt-get update` only when something is.
@@ -51,6 +72,55 @@ check-config: build
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
+	$(MAKE) test-install
+
+# Installs into a temporary DESTDIR and checks files, modes, units, man pages, completion, uninstall.
+test-install: build
+	bash Tests/InstallTests/install-test.sh
+
+# Never runs systemctl: DESTDIR installs happen in package builds, and enabling is the admin's call.
+install: build
+	$(INSTALL) -d -m 755 $(DESTDIR)$(BINDIR)
+	$(INSTALL) -m 755 .build/release/timerd .build/release/timerctl $(DESTDIR)$(BINDIR)/
+	$(INSTALL) -d -m 755 $(DESTDIR)$(SYSTEMDUNITDIR)
+	@mkdir -p .build/install
+	sed 's|@BINDIR@|$(BINDIR)|g' systemd/timerd.service > .build/install/timerd.service
+	@if grep -n '@[A-Z_]*@' .build/install/timerd.service; then echo "unsubstituted placeholder in timerd.service" >&2; exit 1; fi
+	$(INSTALL) -m 644 .build/install/timerd.service systemd/timerd.socket $(DESTDIR)$(SYSTEMDUNITDIR)/
+	$(INSTALL) -d -m 755 $(DESTDIR)$(CONFDIR) $(DESTDIR)$(CONFDIR)/jobs.d
+	@if [ -e $(DESTDIR)$(CONFDIR)/timerd.conf ]; then \
+		echo "keeping the existing $(DESTDIR)$(CONFDIR)/timerd.conf"; \
+	else \
+		echo "$(INSTALL) -m 644 config/timerd-default.conf $(DESTDIR)$(CONFDIR)/timerd.conf"; \
+		$(INSTALL) -m 644 config/timerd-default.conf $(DESTDIR)$(CONFDIR)/timerd.conf; \
+	fi
+	$(INSTALL) -d -m 755 $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
+	$(INSTALL) -m 644 man/timerctl.1 $(DESTDIR)$(MANDIR)/man1/
+	$(INSTALL) -m 644 man/timerd.conf.5 $(DESTDIR)$(MANDIR)/man5/
+	$(INSTALL) -m 644 man/timerd.8 $(DESTDIR)$(MANDIR)/man8/
+	$(INSTALL) -d -m 755 $(DESTDIR)$(BASHCOMPDIR)
+	$(INSTALL) -m 644 completions/timerctl.bash $(DESTDIR)$(BASHCOMPDIR)/timerctl
+	$(INSTALL) -d -m 755 $(DESTDIR)$(DOCDIR)
+	$(INSTALL) -m 644 $(DOCS) $(DESTDIR)$(DOCDIR)/
+	@echo
+	@echo "Installed timerd into $(DESTDIR)$(PREFIX) (units in $(DESTDIR)$(SYSTEMDUNITDIR), config in $(DESTDIR)$(CONFDIR))."
+	@echo "Next: edit $(CONFDIR)/timerd.conf (or add $(CONFDIR)/jobs.d/*.conf), check it with"
+	@echo "'timerd --check-config', then start it:"
+	@echo "    systemctl daemon-reload && systemctl enable --now timerd.socket timerd.service"
+
+# Removes exactly what install put there, but never $(CONFDIR): like a package's conffiles, the
+# config may hold the admin's edits (remove it by hand to purge).
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/timerd $(DESTDIR)$(BINDIR)/timerctl
+	rm -f $(DESTDIR)$(SYSTEMDUNITDIR)/timerd.service $(DESTDIR)$(SYSTEMDUNITDIR)/timerd.socket
+	rm -f $(DESTDIR)$(MANDIR)/man1/timerctl.1 $(DESTDIR)$(MANDIR)/man5/timerd.conf.5 $(DESTDIR)$(MANDIR)/man8/timerd.8
+	rm -f $(DESTDIR)$(BASHCOMPDIR)/timerctl
+	rm -f $(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(DOCS)))
+	rmdir $(DESTDIR)$(DOCDIR) 2>/dev/null || true
+	@echo
+	@echo "Kept $(DESTDIR)$(CONFDIR)/ (timerd.conf and jobs.d/): remove it by hand if you no longer need it."
+	@echo "If the service was enabled, first run: systemctl disable --now timerd.socket timerd.service"
+	@echo "and afterwards: systemctl daemon-reload"
 
 clean:
 	rm -rf .build $(RUN_DIR)

@@ -176,6 +176,20 @@ int tsys_sigwait(const int *signals, int count) {
     return sig;
 }
 
+int tsys_thread_set_mask(const int *signals, int count) {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int i = 0; i < count; i++) {
+        if (sigaddset(&set, signals[i]) != 0) return -1;
+    }
+    int err = pthread_sigmask(SIG_SETMASK, &set, NULL);
+    if (err != 0) {
+        errno = err;
+        return -1;
+    }
+    return 0;
+}
+
 int tsys_thread_mask_signal(int sig, int block) {
     sigset_t set;
     sigemptyset(&set);

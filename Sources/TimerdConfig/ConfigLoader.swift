@@ -5,7 +5,7 @@ import TimerdCore
 /// Never logs and never touches the disk itself: all file access goes through a `ConfigFileSystem`.
 public enum ConfigLoader {
     /// The keys of a `[daemon]` section.
-    public static let daemonKeys = ["socket", "max_running", "stop_grace", "include"]
+    public static let daemonKeys = ["socket", "max_running", "stop_grace", "log", "include"]
 
     /// Loads the main config file at `path` and the files it includes.
     public static func load(path: String, fileSystem: some ConfigFileSystem) throws(ConfigErrors) -> Configuration {
@@ -174,6 +174,11 @@ private struct LoadSession<FileSystem: ConfigFileSystem> {
             settings.maxRunning = number
         case "stop_grace":
             do { settings.stopGrace = try DurationText.parse(value) } catch { report(file, line, "stop_grace: \(error.message)") }
+        case "log":
+            guard DaemonSettings.logTargets.contains(value) else {
+                return report(file, line, "log: expected auto, journal or stderr, got \"\(value)\"")
+            }
+            settings.log = value
         default:  // include
             guard !value.isEmpty else { return report(file, line, "include: empty pattern") }
             includes.append((ConfigPath.resolve(value, relativeTo: directory), line))

@@ -9,11 +9,19 @@ public struct DaemonSettings: Equatable, Sendable {
     public var maxRunning: Int
     /// Time running jobs get to finish when the daemon stops.
     public var stopGrace: Duration
+    /// Where the log goes: `auto` (the journal when stderr is the journal, else stderr), `journal`, `stderr`.
+    public var log: String
 
-    public init(socket: String? = nil, maxRunning: Int = Limits.defaultMaxRunning, stopGrace: Duration = Limits.defaultStopGrace) {
+    public static let logTargets = ["auto", "journal", "stderr"]
+
+    public init(
+        socket: String? = nil, maxRunning: Int = Limits.defaultMaxRunning, stopGrace: Duration = Limits.defaultStopGrace,
+        log: String = "auto"
+    ) {
         self.socket = socket
         self.maxRunning = maxRunning
         self.stopGrace = stopGrace
+        self.log = log
     }
 
     /// The settings used when there is no config file or no `[daemon]` section.

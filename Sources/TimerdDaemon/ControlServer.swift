@@ -16,10 +16,24 @@ actor ControlServer {
     private var connections: [Int: Connection] = [:]
     private var nextID = 1
 
+    /// Whether timerd created the socket file (and so removes it when it stops).
+    private let ownsPath: Bool
+
     /// Binds `path` (replacing a stale socket, refusing a live one). Throws a `SocketError` to report.
     init(path: String, handler: ControlHandler, log: Logger) throws(SocketError) {
         self.path = path
         self.listener = try UnixSocket.listen(path: path, mode: 0o600)
+        self.ownsPath = true
+        self.handler = handler
+        self.log = log
+    }
+
+    /// Serves on a listening socket someone else created (systemd's socket activation); its file is
+    /// never removed by timerd.
+    init(adopting listener: FileDescriptor, handler: ControlHandler, log: Logger) {
+        self.path = "socket passed by systemd (fd \(listener.rawValue))"
+        self.listener = listener
+        self.ownsPath = false
         self.handler = handler
         self.log = log
     }
@@ -36,7 +50,7 @@ actor ControlServer {
         IOWatcher.shared.cancel(acceptWatch)
         self.acceptWatch = nil
         try? listener.close()
-        try? FileSystem.unlink(path)
+        if ownsPath { try? FileSystem.unlink(path) }
     }
 
     /// Closes every open connection.

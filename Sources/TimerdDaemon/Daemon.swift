@@ -24,7 +24,7 @@ struct DiskConfigFileSystem: ConfigFileSystem {
 /// owns start-up, reload and shutdown.
 public final class Daemon: Sendable {
     private let log: Logger
-    private let sink: StderrLogSink
+    private let sink: QueuedLogSink
     private let registry: Registry
     private let configPath: String?
     private let configPathExplicit: Bool
@@ -74,7 +74,11 @@ public final class Daemon: Sendable {
         // pending until the main thread takes them with sigwait, and none can be lost. (With Dispatch signal
         // sources under dispatchMain(), whose main thread waits in sigsuspend with every signal unblocked,
         // a SIGTERM sent soon after start-up was seen to vanish.)
-        let handled: [Signal] = [.term, .int, .hup]
+        // Test hook, documented in docs/systemd.md: with TIMERD_TEST_FAILPOINTS=wedge-registry-on-usr1,
+        // SIGUSR1 blocks the registry's queue forever (to prove the watchdog). Never set in production.
+        let wedgeHook = CurrentProcess.environmentVariable("TIMERD_TEST_FAILPOINTS")?
+            .split(separator: ",").contains("wedge-registry-on-usr1") ?? false
+        let handled: [Signal] = [.term, .int, .hup] + (wedgeHook ? [.usr1] : [])
         do {
             try Signals.ignore(.pipe)
             try Signals.block(handled)
@@ -96,15 +100,20 @@ public final class Daemon: Sendable {
 
     /// Handles a signal taken by the main thread (never blocks it).
     private func received(_ signal: Signal) {
-        if signal == .hup {
+        switch signal {
+        case .hup:
             Task { _ = try? await self.reload(trigger: "SIGHUP") }
-        } else {
+        case .usr1:
+            registry.wedgeForTesting()
+        default:
             Task { await self.stop(signal: signal) }
         }
     }
 
     private init(configPath: String, explicit: Bool, configuration: Configuration) {
-        sink = StderrLogSink(journal: CurrentProcess.environmentVariable("JOURNAL_STREAM") != nil)
+        let target = configuration.settings.log == "auto"
+            ? LogTarget.automatic() : LogTarget(rawValue: configuration.settings.log) ?? .stderr
+        sink = QueuedLogSink(target: target)
         log = Logger(sink: sink, minimum: CurrentProcess.environmentVariable("TIMERD_DEBUG") == nil ? .info : .debug)
         self.configPath = configPath
         configPathExplicit = explicit
@@ -149,7 +158,11 @@ public final class Daemon: Sendable {
         })
         let server: ControlServer
         do {
-            server = try ControlServer(path: socket, handler: handler, log: log)
+            if let passed = try SocketActivation.listener() {
+                server = ControlServer(adopting: passed, handler: handler, log: log)
+            } else {
+                server = try ControlServer(path: socket, handler: handler, log: log)
+            }
         } catch {
             fail("cannot listen on \(socket): \(error)")
         }
@@ -162,8 +175,16 @@ public final class Daemon: Sendable {
 
         let counts = await registry.counts()
         let files = configuration.files.isEmpty ? "no config file" : "config \(configuration.files[0])"
-        log.notice("timerd \(ControlHandler.version) ready: \(counts.jobs) job(s) from \(files); listening on \(socket) (pid \(CurrentProcess.id))")
-        Notifier.ready(status: "\(counts.jobs) jobs")
+        log.notice("timerd \(ControlHandler.version) ready: \(counts.jobs) job(s) from \(files); listening on \(server.path) (pid \(CurrentProcess.id))")
+        // READY=1 only now: the socket listens and every config job is armed.
+        Notifier.ready(status: await registry.statusLine())
+        if Notifier.enabled {
+            await registry.observeStatus { Notifier.status($0) }
+        }
+        if let interval = Notifier.watchdogInterval() {
+            log.info("watchdog: pinging systemd every \(DurationText.format(interval / 2)) from the registry queue")
+            await registry.startWatchdog(every: interval / 2)
+        }
     }
 
     private func fail(_ message: String) -> Never {
@@ -182,6 +203,19 @@ public final class Daemon: Sendable {
     func reload(trigger: String) async throws(TimerdError) -> ReloadSummary {
         guard let configPath else { return ReloadSummary() }
         log.info("reloading the config (\(trigger))")
+        Notifier.reloading()
+        do {
+            let summary = try await reloadConfig(path: configPath)
+            Notifier.ready(status: await registry.statusLine())
+            return summary
+        } catch {
+            // Still running on the old config: systemd must see the service ready again.
+            Notifier.ready(status: "reload rejected (\(error.message)); " + (await registry.statusLine()))
+            throw error
+        }
+    }
+
+    private func reloadConfig(path configPath: String) async throws(TimerdError) -> ReloadSummary {
         let configuration: Configuration
         switch Self.loadConfig(path: configPath, explicit: configPathExplicit) {
         case .success(let loaded):
@@ -211,14 +245,21 @@ public final class Daemon: Sendable {
 
     private func stop(signal: Signal) async {
         guard !stopping.exchange(true, ordering: .relaxed) else {
-            log.notice("\(signal) again: already stopping")
+            log.notice("\(signal) again while stopping: killing the remaining runs now")
+            await registry.killAllRuns(reason: "timerd was told to stop twice")
             return
         }
         log.notice("\(signal) received: stopping")
-        Notifier.stopping(status: "stopping")
+        let grace = settings.withLock { $0.stopGrace }
+        let counts = await registry.counts()
+        Notifier.stopping(status: counts.running == 0 ? "stopping" : "stopping: waiting up to \(DurationText.format(grace)) for \(counts.running) running job(s)")
+        if counts.running > 0 {
+            // Room for the grace period plus the SIGKILL that may follow it, whatever TimeoutStopSec= says.
+            Notifier.extendTimeout(by: grace + .seconds(5))
+        }
         let server = self.server.withLock { $0 }
         await server?.stopAccepting()
-        await registry.shutdown(grace: settings.withLock { $0.stopGrace })
+        await registry.shutdown(grace: grace)
         await server?.closeAll()
         log.notice("stopped")
         sink.flush()

@@ -1,5 +1,6 @@
 import Dispatch
 import TimerdCore
+import TimerdSystem
 
 /// Where a job came from.
 enum JobOrigin: Equatable, Sendable {
@@ -38,6 +39,14 @@ struct RunOutcome: Sendable {
     var output: String
     var finishedWall: WallTime
     var durationNs: UInt64
+
+    /// The journal's `TIMERD_EXIT_STATUS=`: the exit status, or the signal's name (`SIGKILL`), or `none`
+    /// when the run never started.
+    var exitStatusField: String {
+        if let exitCode { return String(exitCode) }
+        if let signal { return "\(Signal(rawValue: Int32(signal)))" }
+        return "none"
+    }
 }
 
 /// A run in progress, as the registry sees it.

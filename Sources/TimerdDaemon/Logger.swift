@@ -1,9 +1,10 @@
+import CSystemd
 import Dispatch
 import Synchronization
 import TimerdCore
 import TimerdSystem
 
-/// Severity of a log line, with its syslog number (used as journald's `<N>` prefix).
+/// Severity of a log line, with its syslog number (journald's `PRIORITY=` and `<N>` prefix).
 package enum LogLevel: Int, Sendable {
     case error = 3, warning = 4, notice = 5, info = 6, debug = 7
 
@@ -18,12 +19,30 @@ package enum LogLevel: Int, Sendable {
     }
 }
 
-/// Where log lines go. The daemon uses `StderrLogSink`; tests use `MemoryLogSink`.
-package protocol LogSink: Sendable {
-    func write(_ level: LogLevel, _ line: String)
+/// One event: a message plus the structured fields journald indexes.
+package struct LogEntry: Sendable {
+    package var level: LogLevel
+    package var message: String
+    package var job: String?
+    package var run: Int?
+    /// How a run ended: its exit status, or `signal:N` (journald field `TIMERD_EXIT_STATUS`).
+    package var exitStatus: String?
+
+    /// `job=NAME run=N message`, the one-line form for stderr and tests.
+    package var line: String {
+        var prefix = ""
+        if let job { prefix += "job=\(job) " }
+        if let run { prefix += "run=\(run) " }
+        return prefix + message
+    }
 }
 
-/// The daemon's logger: one line per event, with the job name as `job=NAME` when there is one.
+/// Where log entries go. The daemon uses `QueuedLogSink` (stderr or the journal); tests use `MemoryLogSink`.
+package protocol LogSink: Sendable {
+    func write(_ entry: LogEntry)
+}
+
+/// The daemon's logger: one entry per event, with the job name when there is one.
 ///
 /// Cheap to copy; safe from any queue. Core and config code never log: only the daemon does.
 package struct Logger: Sendable {
@@ -35,12 +54,12 @@ package struct Logger: Sendable {
         self.minimum = minimum
     }
 
-    package func log(_ level: LogLevel, job: String? = nil, run: Int? = nil, _ message: @autoclosure () -> String) {
+    package func log(
+        _ level: LogLevel, job: String? = nil, run: Int? = nil, exitStatus: String? = nil,
+        _ message: @autoclosure () -> String
+    ) {
         guard level.rawValue <= minimum.rawValue else { return }  // lower number = more severe
-        var prefix = ""
-        if let job { prefix += "job=\(job) " }
-        if let run { prefix += "run=\(run) " }
-        sink.write(level, prefix + message())
+        sink.write(LogEntry(level: level, message: message(), job: job, run: run, exitStatus: exitStatus))
     }
 
     package func error(job: String? = nil, run: Int? = nil, _ message: @autoclosure () -> String) { log(.error, job: job, run: run, message()) }
@@ -50,22 +69,36 @@ package struct Logger: Sendable {
     package func debug(job: String? = nil, run: Int? = nil, _ message: @autoclosure () -> String) { log(.debug, job: job, run: run, message()) }
 }
 
-/// Writes lines to stderr from its own queue, so a slow reader of stderr never blocks the registry.
-///
-/// Under systemd (`JOURNAL_STREAM` set) lines carry journald's `<N>` priority prefix and no timestamp;
-/// otherwise `2026-11-29T16:00:00.123456Z INFO message`. If the reader stalls and more than
-/// `maxBacklog` lines wait, new lines are dropped and the drop count is reported once writing resumes.
-package final class StderrLogSink: LogSink {
+/// Where the daemon's log goes.
+package enum LogTarget: String, Sendable {
+    /// Plain lines on stderr: `2026-11-29T16:00:00.123456Z INFO job=x message`.
+    case stderr
+    /// `sd_journal_send` with structured fields (`TIMERD_JOB=`, `TIMERD_RUN=`, `TIMERD_EXIT_STATUS=`).
+    case journal
+
+    /// The journal when stderr is connected to it (systemd sets `JOURNAL_STREAM` to stderr's
+    /// `device:inode`), stderr otherwise.
+    package static func automatic() -> LogTarget {
+        guard let stream = CurrentProcess.environmentVariable("JOURNAL_STREAM"),
+              let identity = try? FileDescriptor.standardError.deviceAndInode() else { return .stderr }
+        return stream == "\(identity.device):\(identity.inode)" ? .journal : .stderr
+    }
+}
+
+/// Writes entries from its own queue, so a slow reader of stderr or a busy journald never blocks the
+/// registry. If more than `maxBacklog` entries wait, new ones are dropped and the drop count is reported
+/// once writing resumes.
+package final class QueuedLogSink: LogSink {
     private let queue = DispatchQueue(label: "timerd.log")
-    private let journal: Bool
+    private let target: LogTarget
     private let backlog = Mutex<(pending: Int, dropped: Int)>((0, 0))
     private let maxBacklog = 10_000
 
-    package init(journal: Bool) {
-        self.journal = journal
+    package init(target: LogTarget) {
+        self.target = target
     }
 
-    package func write(_ level: LogLevel, _ line: String) {
+    package func write(_ entry: LogEntry) {
         let accepted = backlog.withLock { state -> Bool in
             guard state.pending < maxBacklog else {
                 state.dropped += 1
@@ -75,41 +108,70 @@ package final class StderrLogSink: LogSink {
             return true
         }
         guard accepted else { return }
-        let text: String
-        if journal {
-            text = "<\(level.rawValue)>\(line)\n"
-        } else {
-            text = "\(RFC3339.format(SystemClock.wallNow())) \(level.label) \(line)\n"
-        }
+        let stamp = SystemClock.wallNow()
         queue.async { [self] in
-            CurrentProcess.writeToStderr(text)
+            emit(entry, at: stamp)
             let dropped = backlog.withLock { state -> Int in
                 state.pending -= 1
                 defer { state.dropped = 0 }
                 return state.dropped
             }
             if dropped > 0 {
-                CurrentProcess.writeToStderr(journal ? "<4>log: dropped \(dropped) lines (stderr was not being read)\n"
-                    : "\(RFC3339.format(SystemClock.wallNow())) WARN log: dropped \(dropped) lines (stderr was not being read)\n")
+                emit(LogEntry(level: .warning, message: "log: dropped \(dropped) entries (the log was not being read)"),
+                     at: SystemClock.wallNow())
             }
         }
     }
 
-    /// Waits until every accepted line is written (used just before exit).
+    /// Waits until every accepted entry is written (used just before exit).
     package func flush() {
         queue.sync {}
     }
+
+    private func emit(_ entry: LogEntry, at stamp: WallTime) {
+        switch target {
+        case .stderr:
+            CurrentProcess.writeToStderr("\(RFC3339.format(stamp)) \(entry.level.label) \(entry.line)\n")
+        case .journal:
+            var fields = [
+                "MESSAGE=\(entry.line)", "PRIORITY=\(entry.level.rawValue)", "SYSLOG_IDENTIFIER=timerd",
+            ]
+            if let job = entry.job { fields.append("TIMERD_JOB=\(job)") }
+            if let run = entry.run { fields.append("TIMERD_RUN=\(run)") }
+            if let status = entry.exitStatus { fields.append("TIMERD_EXIT_STATUS=\(status)") }
+            Journal.send(fields)
+        }
+    }
 }
 
-/// Keeps lines in memory, for tests.
+/// `sd_journal_sendv` from Swift (the variadic `sd_journal_send` cannot be called).
+enum Journal {
+    static func send(_ fields: [String]) {
+        var buffers = fields.map { Array($0.utf8) }
+        var vectors: [iovec] = []
+        vectors.reserveCapacity(buffers.count)
+        // Pointers stay valid for the call: the buffers are not mutated until it returns.
+        for index in buffers.indices {
+            buffers[index].withUnsafeMutableBytes { raw in
+                vectors.append(iovec(iov_base: raw.baseAddress, iov_len: raw.count))
+            }
+        }
+        _ = withExtendedLifetime(buffers) {
+            vectors.withUnsafeBufferPointer { sd_journal_sendv($0.baseAddress, Int32($0.count)) }
+        }
+    }
+}
+
+/// Keeps entries in memory, for tests.
 package final class MemoryLogSink: LogSink {
-    private let lines = Mutex<[String]>([])
+    private let entries = Mutex<[LogEntry]>([])
 
     package init() {}
 
-    package func write(_ level: LogLevel, _ line: String) {
-        lines.withLock { $0.append("\(level.label) \(line)") }
+    package func write(_ entry: LogEntry) {
+        entries.withLock { $0.append(entry) }
     }
 
-    package var all: [String] { lines.withLock { $0 } }
+    /// Every entry as `LEVEL job=… run=… message`.
+    package var all: [String] { entries.withLock { $0.map { "\($0.level.label) \($0.line)" } } }
 }

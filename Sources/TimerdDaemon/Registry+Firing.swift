@@ -38,6 +38,7 @@ extension Registry {
 
     /// Arms (or re-arms) the job's timer for its next deadline. Paused and finished jobs have no timer.
     func arm(_ name: JobName) {
+        noteStatusChange()
         guard var job = jobs[name], job.state == .scheduled else { return }
         if job.timer == nil {
             let timer = DispatchSource.makeTimerSource(flags: job.spec.leeway == .zero ? .strict : [], queue: queue)
@@ -60,6 +61,7 @@ extension Registry {
 
     /// Stops and forgets the job's timer.
     func disarm(_ job: inout Job) {
+        noteStatusChange()
         job.timer?.cancel()
         job.timer = nil
     }
@@ -200,6 +202,7 @@ extension Registry {
         job.lastStarted = (runID, startedWall, lateness)
         jobs[name] = job
         runningTotal += 1
+        noteStatusChange()
         let late = lateness > 1_000_000 ? ", \(DurationText.format(.milliseconds(lateness / 1_000_000))) late" : ""
         log.info(job: name.rawValue, run: runID,
                  "starting (\(pending.kind == .manual ? "by hand" : "scheduled at \(RFC3339.format(pending.scheduledWall))")\(late))")
@@ -212,12 +215,14 @@ extension Registry {
             log.debug(job: name.rawValue, run: runID, "started, pid \(pid)")
         case .finished(let outcome):
             runningTotal -= 1
+            noteStatusChange()
             let summary = "\(outcome.result.rawValue): \(outcome.reason) after \(DurationText.format(.milliseconds(Int64(outcome.durationNs / 1_000_000))))"
             if var job = jobs[name], job.id == jobID {
                 job.active.removeAll { $0.id == runID }
                 job.lastOutcome = (runID, outcome)
                 jobs[name] = job
-                log.log(outcome.result == .ok ? .info : .warning, job: name.rawValue, run: runID, summary)
+                log.log(outcome.result == .ok ? .info : .warning, job: name.rawValue, run: runID,
+                        exitStatus: outcome.exitStatusField, summary)
                 if job.active.isEmpty, let queued = job.queued {
                     job.queued = nil
                     jobs[name] = job

@@ -27,6 +27,10 @@ actor Registry {
     /// "jobID/runID", so shutdown can still stop them.
     var orphanHandles: [String: any RunHandle] = [:]
     var shuttingDown = false
+    /// Told about status changes (systemd's `STATUS=`); see `Registry+Status.swift`.
+    var statusObserver: (@Sendable (String) -> Void)?
+    var statusUpdatePending = false
+    var watchdogTimer: (any DispatchSourceTimer)?
     var drainWaiters: [CheckedContinuation<Void, Never>] = []
 
     /// Runtime jobs that finished their schedule, oldest first (pruned beyond `finishedRuntimeJobsKept`).

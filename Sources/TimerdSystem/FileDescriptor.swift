@@ -102,6 +102,25 @@ public struct FileDescriptor: Sendable, Hashable, RawRepresentable, CustomString
         }
     }
 
+    /// Sets `FD_CLOEXEC` (for descriptors inherited from a parent, such as systemd's listening sockets).
+    ///
+    /// The corresponding C function is `fcntl` (`F_GETFD`/`F_SETFD`).
+    public func setCloseOnExec() throws(Errno) {
+        let flags = try retryOnInterrupt { fcntl(rawValue, F_GETFD) }
+        if flags & FD_CLOEXEC == 0 {
+            _ = try retryOnInterrupt { fcntl(rawValue, F_SETFD, flags | FD_CLOEXEC) }
+        }
+    }
+
+    /// The device and inode of the open file, e.g. to compare stderr with `$JOURNAL_STREAM`.
+    ///
+    /// The corresponding C function is `fstat`.
+    public func deviceAndInode() throws(Errno) -> (device: UInt64, inode: UInt64) {
+        var info = stat()
+        _ = try retryOnInterrupt { fstat(rawValue, &info) }
+        return (UInt64(info.st_dev), UInt64(info.st_ino))
+    }
+
     /// Whether `O_NONBLOCK` is set.
     ///
     /// The corresponding C function is `fcntl` (`F_GETFL`).

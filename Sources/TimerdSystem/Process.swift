@@ -160,6 +160,17 @@ public enum CurrentProcess {
 
 /// The system clocks.
 public enum SystemClock {
+    /// The local time of day of `secondsSinceEpoch` in the system's time zone, as `HH:MM:SS`.
+    ///
+    /// The corresponding C function is `localtime_r`.
+    public static func localTimeOfDay(_ secondsSinceEpoch: Int64) -> String {
+        var seconds = time_t(secondsSinceEpoch)
+        var parts = tm()
+        guard localtime_r(&seconds, &parts) != nil else { return "??:??:??" }
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        return "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))"
+    }
+
     /// Wall-clock time since the Unix epoch (for calendar schedules and display).
     ///
     /// The corresponding C function is `clock_gettime` (`CLOCK_REALTIME`).

@@ -47,14 +47,16 @@ public enum Signals {
         _ = try checkResult(tsys_default_signal(signal.rawValue))
     }
 
-    /// Blocks `signals` in the calling thread, for `waitForAny`. Call it on the main thread before any other
+    /// Blocks exactly `signals` in the calling thread, for `waitForAny`. Call it on the main thread before any other
     /// thread exists, so every thread inherits the block and the signals stay pending until waited for.
     ///
     /// The corresponding C function is `pthread_sigmask`.
+    ///
+    /// The mask becomes exactly `signals`: whatever else the parent had blocked (a process started from a
+    /// thread that blocks everything inherits that mask) is unblocked, so other signals act normally.
     public static func block(_ signals: [Signal]) throws(Errno) {
-        for signal in signals {
-            _ = try checkResult(tsys_thread_mask_signal(signal.rawValue, 1))
-        }
+        let numbers = signals.map(\.rawValue)
+        _ = try checkResult(numbers.withUnsafeBufferPointer { tsys_thread_set_mask($0.baseAddress, Int32($0.count)) })
     }
 
     /// Waits until one of `signals` (blocked in every thread with `block`) is pending, takes it, and

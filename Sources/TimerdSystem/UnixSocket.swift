@@ -47,6 +47,9 @@ public struct PeerCredentials: Sendable, Hashable {
 /// Unix-domain stream sockets: the daemon's control socket and the client's connection to it.
 public enum UnixSocket {
     /// The longest socket path in bytes (`sun_path` less its terminating NUL): 107 on Linux.
+    /// `SOCK_STREAM`, for checks such as `sd_is_socket_unix`.
+    public static let streamType = Int32(SOCK_STREAM.rawValue)
+
     public static let maximumPathLength = MemoryLayout.size(ofValue: sockaddr_un().sun_path) - 1
 
     /// Creates a listening socket at `path`, close-on-exec and non-blocking (for a Dispatch

@@ -11,7 +11,8 @@ final class Daemon: @unchecked Sendable {
     let configPath: String
     let logPath: String
     let process = Process()
-    private let notify: NotifySocket
+    /// The test-owned `NOTIFY_SOCKET` the daemon reports to.
+    let notify: NotifySocket
 
     /// The directory holding the built `timerd` and `timerctl` (next to the test bundle).
     static let binaries: String = {
@@ -222,7 +223,8 @@ final class Client {
 final class NotifySocket {
     let path: String
     let fd: Int32
-    private var received: [String] = []
+    /// Every datagram received so far, in order.
+    private(set) var received: [String] = []
 
     init(path: String) throws {
         self.path = path
@@ -238,8 +240,9 @@ final class NotifySocket {
 
     deinit { close(fd) }
 
-    /// Waits until a datagram containing the line `state` arrives.
-    func waitFor(_ state: String, timeout: Double) -> Bool {
+    /// Waits until a datagram containing the line `state` (or, with `prefix`, a line starting with it)
+    /// arrives.
+    func waitFor(_ state: String, prefix: Bool = false, timeout: Double) -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
             var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
@@ -250,7 +253,7 @@ final class NotifySocket {
             guard n > 0 else { continue }
             let message = String(decoding: buffer[..<n], as: UTF8.self)
             received.append(message)
-            if message.split(separator: "\n").contains(where: { $0 == state }) { return true }
+            if message.split(separator: "\n").contains(where: { prefix ? $0.hasPrefix(state) : $0 == state }) { return true }
         }
         return false
     }

@@ -62,6 +62,9 @@ int tsys_thread_mask_signal(int sig, int block);
 /// or -1 (sigwait's error in errno).
 int tsys_sigwait(const int *signals, int count);
 
+/// Sets the calling thread's signal mask to exactly these `count` signals (SIG_SETMASK). Returns 0 or -1.
+int tsys_thread_set_mask(const int *signals, int count);
+
 /// Blocks every signal in the calling thread, as Dispatch worker threads do. Returns 0 or -1.
 int tsys_thread_block_all_signals(void);
 

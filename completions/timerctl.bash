@@ -1,0 +1,159 @@
+# bash completion for timerctl(1), the timerd client.            -*- shell-script -*-
+#
+# Installed as $(PREFIX)/share/bash-completion/completions/timerctl, where bash-completion loads it
+# on first use; or source it from ~/.bashrc. Completes verbs, global and per-verb flags, overlap
+# policies, and job names from the running daemon (`timerctl --json list`, honouring a --socket
+# already on the command line; nothing if the daemon cannot be reached). Needs no bash-completion
+# helpers and no jq.
+#
+# Keep the lists in step with Sources/TimerdCLI/CLIVerb.swift and JobSpec.keys.
+
+# Job names from the daemon, one per line, or nothing. $1: the timerctl to run; $2: socket or empty.
+_timerctl_job_names() {
+    local prog=$1 socket=$2 json
+    local -a args=()
+    [[ -n $socket ]] && args=(--socket "$socket")
+    if command -v timeout >/dev/null 2>&1; then
+        json=$(timeout 2 "$prog" "${args[@]}" --json list </dev/null 2>/dev/null) || return 0
+    else
+        json=$("$prog" "${args[@]}" --json list </dev/null 2>/dev/null) || return 0
+    fi
+    # Job names are [A-Za-z0-9_.-]: no escapes inside the quotes. "name" inside other strings
+    # (output, options) is escaped as \"name\" and does not match.
+    printf '%s\n' "$json" | grep -o '"name":"[^"]*"' | cut -d'"' -f4
+}
+
+_timerctl() {
+    local verbs="add exec cancel pause resume run list show reload ping version help"
+    local job_flags="--every --start --in --at --count --leeway --command --argv --timeout --kill-grace --overlap --env --meta --cwd"
+    local exec_flags="--start --interval --repeats --async --count --leeway --command --argv --timeout --kill-grace --env --meta --cwd"
+    local resume_flags="--now --after"
+    # Flags that take a value (as the next word or after "=").
+    local value_flags=" --socket --every --start --in --at --count --leeway --command --argv --timeout --kill-grace --overlap --env --meta --cwd --interval --after "
+
+    # COMP_WORDS splits "--flag=value" at "=" (COMP_WORDBREAKS): glue those pieces back together.
+    local -a words=()
+    local cword=0 i w n
+    for ((i = 0; i < ${#COMP_WORDS[@]}; i++)); do
+        w=${COMP_WORDS[i]}
+        n=${#words[@]}
+        if ((n > 0)) && [[ $w == "=" && ${words[n-1]} == --[a-z]* && ${words[n-1]} != *=* ]]; then
+            words[n-1]+="="
+        elif ((n > 0 && i > 0)) && [[ ${COMP_WORDS[i-1]} == "=" && ${words[n-1]} == --*= ]]; then
+            words[n-1]+=$w
+        else
+            words+=("$w")
+        fi
+        ((i == COMP_CWORD)) && cword=$((${#words[@]} - 1))
+    done
+    local cur=${words[cword]} prev=
+    ((cword > 0)) && prev=${words[cword-1]}
+
+    # The timerctl being completed (a path such as .build/release/timerctl works too).
+    local prog=${words[0]}
+    prog=${prog/#\~/$HOME}
+    [[ $prog == */* && -x $prog ]] || prog=timerctl
+
+    # Scan the words before the cursor: the verb, a --socket, the names given, a "--".
+    local verb= socket= dashdash=
+    local -a given=() after=()
+    for ((i = 1; i < cword; i++)); do
+        w=${words[i]}
+        if [[ -n $dashdash ]]; then
+            given+=("$w")
+            after+=("$w")
+            continue
+        fi
+        case $w in
+            --socket) ((i + 1 < cword)) && socket=${words[i+1]}; ((i++)) ;;
+            --socket=*) socket=${w#--socket=} ;;
+            --) [[ -n $verb ]] && dashdash=1 ;;
+            --*=*) ;;
+            -*) [[ $value_flags == *" $w "* ]] && ((i++)) ;;
+            *) if [[ -z $verb ]]; then verb=$w; else given+=("$w"); fi ;;
+        esac
+    done
+    socket=${socket/#\~/$HOME}
+
+    COMPREPLY=()
+
+    # A flag's value: "--flag VALUE" (prev is the flag) or "--flag=VALUE" (in cur).
+    local flag= value=
+    if [[ -z $dashdash && $cur == --*=* ]]; then
+        flag=${cur%%=*}
+        value=${cur#*=}
+    elif [[ -z $dashdash && $value_flags == *" $prev "* ]]; then
+        flag=$prev
+        value=$cur
+    fi
+    if [[ -n $flag ]]; then
+        # With "=" in COMP_WORDBREAKS readline replaces only the part after "="; else the whole word.
+        local prefix=
+        [[ $cur == --*=* && $COMP_WORDBREAKS != *=* ]] && prefix="$flag="
+        case $flag in
+            --overlap)
+                mapfile -t COMPREPLY < <(compgen -P "$prefix" -W "skip queue allow replace" -- "$value") ;;
+            --socket)
+                compopt -o filenames 2>/dev/null
+                mapfile -t COMPREPLY < <(compgen -P "$prefix" -f -- "$value") ;;
+            --cwd)
+                compopt -o filenames 2>/dev/null
+                mapfile -t COMPREPLY < <(compgen -P "$prefix" -d -- "$value") ;;
+        esac
+        return 0
+    fi
+
+    # Before the verb: global flags or a verb.
+    if [[ -z $verb ]]; then
+        if [[ $cur == -* ]]; then
+            mapfile -t COMPREPLY < <(compgen -W "--socket --json --help" -- "$cur")
+        else
+            mapfile -t COMPREPLY < <(compgen -W "$verbs" -- "$cur")
+        fi
+        return 0
+    fi
+
+    # After "--" in add/exec: a program, then its arguments.
+    if [[ -n $dashdash && ($verb == add || $verb == exec) ]]; then
+        if ((${#after[@]} == 0)); then
+            mapfile -t COMPREPLY < <(compgen -c -- "$cur" | sort -u)
+        else
+            compopt -o filenames 2>/dev/null
+            mapfile -t COMPREPLY < <(compgen -f -- "$cur")
+        fi
+        return 0
+    fi
+
+    if [[ $cur == -* && -z $dashdash ]]; then
+        local flags="--socket --help"
+        case $verb in
+            add) flags+=" $job_flags" ;;
+            exec) flags+=" $exec_flags --json" ;;
+            resume) flags+=" $resume_flags" ;;
+            run | list | show | reload | version) flags+=" --json" ;;
+        esac
+        mapfile -t COMPREPLY < <(compgen -W "$flags" -- "$cur")
+        return 0
+    fi
+
+    case $verb in
+        help)
+            ((${#given[@]} == 0)) && mapfile -t COMPREPLY < <(compgen -W "$verbs" -- "$cur") ;;
+        run | show | cancel | pause | resume)
+            if [[ ($verb == run || $verb == show) && ${#given[@]} -gt 0 ]]; then
+                return 0
+            fi
+            local names name g skip
+            names=$(_timerctl_job_names "$prog" "$socket")
+            [[ -z $names ]] && return 0
+            local -a candidates=()
+            while IFS= read -r name; do
+                skip=
+                for g in "${given[@]}"; do [[ $g == "$name" ]] && skip=1 && break; done
+                [[ -z $skip && $name == "$cur"* ]] && candidates+=("$name")
+            done <<<"$names"
+            COMPREPLY=("${candidates[@]}") ;;
+    esac
+    return 0
+} &&
+    complete -F _timerctl timerctl
