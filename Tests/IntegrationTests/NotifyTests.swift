@@ -99,3 +99,21 @@ import Testing
         #expect(text.contains("listening on socket passed by systemd (fd 3)"))
     }
 }
+
+@Suite struct SecondSignalTests {
+    @Test func aSecondSigtermKillsTheRemainingRunsAtOnce() throws {
+        let daemon = try Daemon(config: "[daemon]\nstop_grace = 5min\n")
+        let pids = daemon.directory + "/pids"
+        #expect(try daemon.request("ADD long in=10ms command='sleep 300 & echo $! > \(pids); wait'") == "OK")
+        eventually("running") { daemon.lines("pids").count == 1 }
+        let grandchild = try #require(Int32(daemon.lines("pids")[0]))
+        kill(daemon.process.processIdentifier, SIGTERM)
+        #expect(daemon.notify.waitFor("STOPPING=1", timeout: 10))
+        #expect(daemon.process.isRunning, "the first SIGTERM waits for the run (grace 5min)")
+        kill(daemon.process.processIdentifier, SIGTERM)
+        daemon.process.waitUntilExit()
+        #expect(daemon.process.terminationStatus == 0)
+        eventually("the run's process group was killed") { !isRunning(grandchild) }
+        #expect(daemon.log.contains("again while stopping: killing the remaining runs now"))
+    }
+}
