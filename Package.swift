@@ -36,6 +36,7 @@ let package = Package(
         .testTarget(name: "TimerdCLITests", dependencies: ["TimerdCLI"]),
         .testTarget(name: "TimerdDaemonTests", dependencies: ["TimerdDaemon"]),
         .testTarget(name: "IntegrationTests", dependencies: ["TimerdProtocol", "TimerdSystem"]),
+        .testTarget(name: "SystemdTests", dependencies: []),
     ],
     swiftLanguageModes: [.v6]
 )

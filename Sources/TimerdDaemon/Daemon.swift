@@ -81,6 +81,10 @@ public final class Daemon: Sendable {
         let handled: [Signal] = [.term, .int, .hup] + (wedgeHook ? [.usr1] : [])
         do {
             try Signals.ignore(.pipe)
+            // systemd's watchdog ends a hung timerd with SIGABRT. The Swift runtime's crash backtracer
+            // catches SIGABRT, and when it cannot suspend a wedged thread the process carried on (seen
+            // under systemd 252: the restart came only after TimeoutAbortSec). Default action: die now.
+            try Signals.restoreDefault(.abrt)
             try Signals.block(handled)
         } catch {
             CurrentProcess.writeToStderr("timerd: cannot set up signal handling: \(error)\n")

@@ -12,6 +12,7 @@ public struct Signal: Sendable, Hashable, RawRepresentable, CustomStringConverti
     public static let hup = Signal(rawValue: SIGHUP)
     public static let int = Signal(rawValue: SIGINT)
     public static let quit = Signal(rawValue: SIGQUIT)
+    public static let abrt = Signal(rawValue: SIGABRT)
     public static let kill = Signal(rawValue: SIGKILL)
     public static let usr1 = Signal(rawValue: SIGUSR1)
     public static let usr2 = Signal(rawValue: SIGUSR2)

@@ -1,0 +1,239 @@
+import Foundation
+import Glibc
+import Testing
+
+/// timerd's systemd integration against a real systemd 252, booted once for the whole suite in private
+/// PID + mount + cgroup namespaces (see Testbed.swift and /work/shared/design/systemd-in-a-namespace.md).
+/// Every test sets up its own units and config (`Testbed.prepare`), so none depends on another's leftovers.
+///
+/// Skipped, loudly, where the test bed cannot run (not root, no unshare/nsenter, no /lib/systemd/systemd);
+/// with `CI=true` that is a failure instead.
+@Suite(
+    "timerd under a private systemd",
+    .serialized,
+    // Prerequisites.shouldRun prints why it is false; CI=true makes it true so the suite fails instead.
+    .enabled(if: Prerequisites.shouldRun, "needs root, unshare, nsenter and /lib/systemd/systemd (reason printed above)"),
+    SystemdTestbedTrait()
+)
+struct SystemdTests {
+    let testbed: Testbed
+
+    init() throws { testbed = try Testbed.require() }
+
+    static let helloConfig = """
+        [daemon]
+        stop_grace = 3s
+
+        [job "hello"]
+        every = 1s
+        command = echo "hello $TIMERD_RUN"
+
+        """
+
+    @Test("systemd-analyze verify accepts the generated units")
+    func verifyUnits() throws {
+        for watchdog in [false, true] {
+            let directory = testbed.scratch + (watchdog ? "/verify-watchdog" : "/verify")
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            let units = try Testbed.generateUnits(configPath: testbed.configPath, watchdog: watchdog)
+            try units.service.write(toFile: directory + "/timerd.service", atomically: true, encoding: .utf8)
+            try units.socket.write(toFile: directory + "/timerd.socket", atomically: true, encoding: .utf8)
+            try Self.helloConfig.write(toFile: testbed.configPath, atomically: true, encoding: .utf8)
+            // --man=no: the man pages in Documentation= are not installed on a build machine.
+            let result = try Shell.run(["systemd-analyze", "verify", "--man=no",
+                                        directory + "/timerd.socket", directory + "/timerd.service"])
+            #expect(result.succeeded, "systemd-analyze verify rejected the units (watchdog: \(watchdog)): \(result)")
+            let complaints = (result.stdout + result.stderr).split(separator: "\n").filter { $0.contains("timerd") }
+            #expect(complaints.isEmpty, "systemd-analyze verify complains about the timerd units: \(complaints)")
+        }
+    }
+
+    @Test("systemctl start timerd reaches active (running) after READY=1, with STATUS=")
+    func startReachesRunningAfterReady() throws {
+        try testbed.prepare(config: Self.helloConfig)
+        // Type=notify: `systemctl start` returns once systemd saw READY=1.
+        try testbed.mustSystemctl("start", "timerd.service")
+        let properties = try testbed.show("timerd.service", ["Type", "ActiveState", "SubState", "StatusText", "MainPID"])
+        #expect(properties["Type"] == "notify")
+        #expect(properties["ActiveState"] == "active", "\(properties)")
+        #expect(properties["SubState"] == "running", "\(properties)")
+        let statusText = properties["StatusText"] ?? ""
+        #expect(statusText.contains("jobs") || statusText.contains("job"), "StatusText= should count jobs: \"\(statusText)\"")
+        // READY=1 comes only once the config jobs are armed: `hello` is there at once, no waiting.
+        let list = try testbed.timerctl("list")
+        #expect(list.succeeded && list.stdout.contains("hello"), "timerctl list right after start: \(list)")
+        // The test bed's own safety: starting timerd must not have pulled in the host's boot (Testbed.safetyDropIn).
+        let sysinit = testbed.property("sysinit.target", "ActiveState")
+        #expect(sysinit == "inactive", "sysinit.target is \(sysinit) in the test bed")
+        let status = try testbed.systemctl("status", "timerd.service")
+        #expect(status.stdout.contains("Active: active (running)"), "systemctl status:\n\(status.stdout)")
+        #expect(status.stdout.contains("Status: \""), "systemctl status shows no Status line:\n\(status.stdout)")
+        print("systemctl status timerd:\n\(status.stdout)")
+    }
+
+    @Test("a config job's output is in the journal with TIMERD_JOB= and TIMERD_RUN=")
+    func jobOutputInJournal() throws {
+        try testbed.prepare(config: Self.helloConfig)
+        try testbed.mustSystemctl("start", "timerd.service")
+        var output: [[String: Any]] = []
+        let found = try eventually(timeout: 15, "a journal entry TIMERD_JOB=hello with the job's echo") {
+            let entries = try testbed.journal(["-u", "timerd.service", "TIMERD_JOB=hello"])
+            // The job's output line, `hello N`, in an entry whose TIMERD_RUN= is that N.
+            output = entries.filter {
+                guard let run = $0["TIMERD_RUN"] as? String else { return false }
+                return Testbed.message($0).hasSuffix("hello \(run)")
+            }
+            return !output.isEmpty
+        }
+        if found, let entry = output.first {
+            #expect(entry["PRIORITY"] != nil, "no PRIORITY field: \(entry)")
+            #expect(entry["_SYSTEMD_UNIT"] as? String == "timerd.service", "\(entry)")
+        } else {
+            let recent = try testbed.inside(["journalctl", "--no-pager", "-u", "timerd.service", "-o", "json", "-n", "4"])
+            print("the newest journal entries of timerd.service, as JSON:\n\(recent.stdout)")
+        }
+        try eventually(timeout: 15, "a journal entry TIMERD_JOB=hello with TIMERD_EXIT_STATUS= (a run ended)") {
+            try testbed.journal(["-u", "timerd.service", "TIMERD_JOB=hello"]).contains { $0["TIMERD_EXIT_STATUS"] != nil }
+        }
+        try testbed.mustSystemctl("stop", "timerd.service")
+    }
+
+    @Test("systemctl reload timerd applies a changed config")
+    func reloadAppliesConfig() throws {
+        try testbed.prepare(config: Self.helloConfig)
+        try testbed.mustSystemctl("start", "timerd.service")
+        let before = try testbed.show("timerd.service", ["MainPID", "NRestarts"])
+        #expect(try !testbed.timerctl("show", "newjob").succeeded, "newjob exists before the reload")
+
+        let cursor = try testbed.journalCursor()
+        try (Self.helloConfig + """
+            [job "newjob"]
+            every = 1h
+            command = echo new
+
+            """).write(toFile: testbed.configPath, atomically: true, encoding: .utf8)
+        try testbed.mustSystemctl("reload", "timerd.service")
+
+        try eventually(timeout: 10, "`timerctl show newjob` to succeed after the reload") {
+            try testbed.timerctl("show", "newjob").succeeded
+        }
+        let list = try testbed.timerctl("list")
+        #expect(list.stdout.contains("newjob") && list.stdout.contains("hello"), "timerctl list after reload: \(list)")
+        try eventually(timeout: 10, "\"config reloaded\" in the journal of timerd.service") {
+            try testbed.journal(["-u", "timerd.service"], after: cursor).contains { Testbed.message($0).contains("config reloaded") }
+        }
+        // A reload, not a restart.
+        let after = try testbed.show("timerd.service", ["MainPID", "NRestarts", "ActiveState", "SubState"])
+        #expect(after["MainPID"] == before["MainPID"], "MainPID changed over the reload: \(before) -> \(after)")
+        #expect(after["ActiveState"] == "active" && after["SubState"] == "running", "\(after)")
+        try testbed.mustSystemctl("stop", "timerd.service")
+    }
+
+    @Test("the watchdog kills a wedged timerd and Restart=on-failure brings it back")
+    func watchdogRestartsWedgedDaemon() throws {
+        try testbed.prepare(config: Self.helloConfig, watchdog: true)
+        defer {
+            // A still-wedged timerd cannot finish a graceful stop (its registry queue is blocked).
+            _ = try? testbed.systemctl("kill", "-s", "SIGKILL", "timerd.service")
+            try? testbed.stopAll()
+        }
+        try testbed.mustSystemctl("start", "timerd.service")
+        let before = try testbed.show("timerd.service", ["MainPID", "NRestarts", "WatchdogUSec"])
+        #expect(before["WatchdogUSec"] == "2s", "\(before)")
+        let restarts = Int(before["NRestarts"] ?? "") ?? 0
+        #expect(try testbed.timerctl("ping").succeeded)
+
+        let cursor = try testbed.journalCursor()
+        try testbed.mustSystemctl("kill", "-s", "SIGUSR1", "--kill-whom=main", "timerd.service")
+        let restarted = eventually(timeout: 15, "NRestarts to grow after the registry wedged") {
+            (Int(testbed.property("timerd.service", "NRestarts")) ?? 0) > restarts
+        }
+        if restarted { try eventually(timeout: 15, "the restarted timerd to be active and answer `timerctl ping`") {
+            let now = try testbed.show("timerd.service", ["ActiveState", "MainPID"])
+            guard now["ActiveState"] == "active", now["MainPID"] != before["MainPID"] else { return false }
+            return try testbed.timerctl("ping").succeeded
+        } }
+        let journal = try testbed.journal(["-u", "timerd.service"], after: cursor).map(Testbed.message)
+        let timedOut = journal.contains { $0.contains("Watchdog timeout") }
+        #expect(timedOut, "no watchdog timeout in the journal: \(journal)")
+        if !restarted {
+            let state = try testbed.show("timerd.service", ["MainPID", "ActiveState", "SubState", "Result", "TimeoutAbortUSec"])
+            let survived = state["MainPID"] == before["MainPID"] && state["MainPID"] != "0"
+            Issue.record("""
+                no restart: \(timedOut ? "systemd's watchdog fired (SIGABRT)" : "the watchdog never fired") and \
+                \(survived ? "timerd (MainPID \(state["MainPID"] ?? "?")) is STILL RUNNING after the SIGABRT" : "timerd is gone") \
+                — state \(state). timerd's lines after the wedge:
+                \(journal.prefix(12).joined(separator: "\n"))
+                """)
+        }
+    }
+
+    @Test("systemctl stop with a running job stops within the grace and leaves no job process")
+    func stopWithRunningJob() throws {
+        try testbed.prepare(config: """
+            [daemon]
+            stop_grace = 3s
+
+            [job "long"]
+            every = 1h
+            start = 1h
+            command = sleep 300
+
+            """)
+        try testbed.mustSystemctl("start", "timerd.service")
+        let run = try testbed.timerctl("run", "long")
+        #expect(run.succeeded && run.stdout.contains("started"), "timerctl run long: \(run)")
+        let sleeping = try eventually(timeout: 10, "`sleep 300` to run inside the namespace") {
+            try testbed.inside(["pgrep", "-f", "sleep 300"]).succeeded
+        }
+        if sleeping {
+            let status = try testbed.systemctl("status", "timerd.service")
+            #expect(status.stdout.contains("sleep 300"), "the job is not in timerd.service's cgroup:\n\(status.stdout)")
+        }
+
+        let cursor = try testbed.journalCursor()
+        let started = Date()
+        let stop = try testbed.systemctl("stop", "timerd.service", timeout: 120)
+        let elapsed = Date().timeIntervalSince(started)
+        print("systemctl stop timerd with a running job took \(String(format: "%.2f", elapsed))s (stop_grace 3s, TimeoutStopSec=90s)")
+        #expect(stop.succeeded, "\(stop)")
+        #expect(elapsed < 15, "stop took \(elapsed)s; stop_grace is 3s")
+        let left = try testbed.inside(["pgrep", "-a", "-f", "sleep 300"])
+        #expect(!left.succeeded, "job processes left after stop: \(left.stdout)")
+        let after = try testbed.show("timerd.service", ["ActiveState", "Result", "ControlGroup"])
+        #expect(after["ActiveState"] == "inactive", "\(after)")
+        #expect(after["Result"] == "success", "timerd did not exit cleanly on SIGTERM: \(after)")
+        // timerd kills its jobs' process groups itself; systemd's KillMode=mixed sweep should find nothing.
+        let journal = try testbed.journal(["-u", "timerd.service"], after: cursor).map(Testbed.message)
+        let swept = journal.filter { $0.contains("Killing process") || $0.contains("left-over process") }
+        #expect(swept.isEmpty, "systemd had to kill what timerd left behind: \(swept)")
+        print("journal during stop:\n" + journal.joined(separator: "\n"))
+    }
+
+    @Test("socket activation: the first timerctl ping starts timerd; the socket file belongs to systemd")
+    func socketActivation() throws {
+        try testbed.prepare(config: Self.helloConfig)
+        try testbed.mustSystemctl("start", "timerd.socket")
+        #expect(testbed.property("timerd.service", "ActiveState") == "inactive", "the service started without a connection")
+        #expect(testbed.isSocket(Testbed.socketPath), "systemd did not create \(Testbed.socketPath)")
+
+        let ping = try testbed.timerctl("ping")
+        #expect(ping.succeeded && ping.stdout.contains("pong"), "timerctl ping through the activation socket: \(ping)")
+        eventually(timeout: 10, "timerd.service to be active after the first connection") {
+            testbed.property("timerd.service", "ActiveState") == "active"
+        }
+        #expect(try testbed.timerctl("list").stdout.contains("hello"))
+
+        // Only the service stops: the socket stays, and so does its file (timerd does not unlink it).
+        try testbed.mustSystemctl("stop", "timerd.service")
+        #expect(testbed.property("timerd.socket", "ActiveState") == "active")
+        #expect(testbed.isSocket(Testbed.socketPath), "\(Testbed.socketPath) vanished when only timerd.service stopped")
+
+        // Both stop: systemd removes the file (RemoveOnStop=yes).
+        try testbed.mustSystemctl("stop", "timerd.service", "timerd.socket")
+        eventually(timeout: 5, "\(Testbed.socketPath) to be removed when timerd.socket stops") {
+            !FileManager.default.fileExists(atPath: testbed.hostPath(Testbed.socketPath))
+        }
+        #expect(try !testbed.timerctl("ping").succeeded, "timerctl ping answered with the socket stopped")
+    }
+}
