@@ -2,34 +2,51 @@
 #
 # Installed as $(PREFIX)/share/bash-completion/completions/timerctl, where bash-completion loads it
 # on first use; or source it from ~/.bashrc. Completes verbs, global and per-verb flags, overlap
-# policies, and job names from the running daemon (`timerctl --json list`, honouring a --socket
-# already on the command line; nothing if the daemon cannot be reached). Needs no bash-completion
-# helpers and no jq.
+# policies, owners (pid:), and job names, tags and modes from the running daemon (`timerctl --json
+# list`, honouring a --socket already on the command line; nothing if the daemon cannot be
+# reached). Needs no bash-completion helpers and no jq.
 #
 # Keep the lists in step with Sources/TimerdCLI/CLIVerb.swift and JobSpec.keys.
 
-# Job names from the daemon, one per line, or nothing. $1: the timerctl to run; $2: socket or empty.
-_timerctl_job_names() {
-    local prog=$1 socket=$2 json
+# The daemon's `--json list`, or nothing. $1: the timerctl to run; $2: socket or empty.
+_timerctl_list_json() {
+    local prog=$1 socket=$2
     local -a args=()
     [[ -n $socket ]] && args=(--socket "$socket")
     if command -v timeout >/dev/null 2>&1; then
-        json=$(timeout 2 "$prog" "${args[@]}" --json list </dev/null 2>/dev/null) || return 0
+        timeout 2 "$prog" "${args[@]}" --json list </dev/null 2>/dev/null
     else
-        json=$("$prog" "${args[@]}" --json list </dev/null 2>/dev/null) || return 0
+        "$prog" "${args[@]}" --json list </dev/null 2>/dev/null
     fi
+    return 0
+}
+
+# Job names from the daemon, one per line, or nothing. $1: the timerctl to run; $2: socket or empty.
+_timerctl_job_names() {
     # Job names are [A-Za-z0-9_.-]: no escapes inside the quotes. "name" inside other strings
     # (output, options) is escaped as \"name\" and does not match.
-    printf '%s\n' "$json" | grep -o '"name":"[^"]*"' | cut -d'"' -f4
+    _timerctl_list_json "$1" "$2" | grep -o '"name":"[^"]*"' | cut -d'"' -f4
+}
+
+# The values of a job array key ("tags" or "modes") over all jobs, one per line, sorted, unique.
+# $1: the timerctl to run; $2: socket or empty; $3: the key. Tags and modes are [A-Za-z0-9_.-], like
+# names: no commas, quotes or escapes inside.
+# $4…: more values to add (e.g. the mode "default").
+_timerctl_job_values() {
+    {
+        _timerctl_list_json "$1" "$2" | grep -o "\"$3\":\\[[^]]*\\]" | sed 's/^[^[]*\[//; s/\]$//' | tr ',' '\n' | tr -d '"'
+        (($# > 3)) && printf '%s\n' "${@:4}"
+    } | grep -v '^$' | sort -u
 }
 
 _timerctl() {
-    local verbs="add exec cancel pause resume run list show reload ping version help"
-    local job_flags="--every --start --in --at --count --leeway --command --argv --timeout --kill-grace --overlap --env --meta --cwd"
-    local exec_flags="--start --interval --repeats --async --count --leeway --command --argv --timeout --kill-grace --env --meta --cwd"
+    local verbs="add exec cancel pause resume run list show reload mode ping version help"
+    local owner_flags="--owner --owner-pid --tag --modes"
+    local job_flags="--every --start --in --at --count --leeway --command --argv --timeout --kill-grace --overlap --env --meta --cwd $owner_flags"
+    local exec_flags="--start --interval --repeats --async --count --leeway --command --argv --timeout --kill-grace --env --meta --cwd $owner_flags"
     local resume_flags="--now --after"
     # Flags that take a value (as the next word or after "=").
-    local value_flags=" --socket --every --start --in --at --count --leeway --command --argv --timeout --kill-grace --overlap --env --meta --cwd --interval --after "
+    local value_flags=" --socket --every --start --in --at --count --leeway --command --argv --timeout --kill-grace --overlap --env --meta --cwd --owner --owner-pid --tag --modes --interval --after "
 
     # COMP_WORDS splits "--flag=value" at "=" (COMP_WORDBREAKS): glue those pieces back together.
     local -a words=()
@@ -54,8 +71,8 @@ _timerctl() {
     prog=${prog/#\~/$HOME}
     [[ $prog == */* && -x $prog ]] || prog=timerctl
 
-    # Scan the words before the cursor: the verb, a --socket, the names given, a "--".
-    local verb= socket= dashdash=
+    # Scan the words before the cursor: the verb, a --socket, a --tag, the names given, a "--".
+    local verb= socket= dashdash= tagged=
     local -a given=() after=()
     for ((i = 1; i < cword; i++)); do
         w=${words[i]}
@@ -67,6 +84,7 @@ _timerctl() {
         case $w in
             --socket) ((i + 1 < cword)) && socket=${words[i+1]}; ((i++)) ;;
             --socket=*) socket=${w#--socket=} ;;
+            --tag | --tag=*) tagged=1; [[ $w == --tag ]] && ((i++)) ;;
             --) [[ -n $verb ]] && dashdash=1 ;;
             --*=*) ;;
             -*) [[ $value_flags == *" $w "* ]] && ((i++)) ;;
@@ -93,6 +111,19 @@ _timerctl() {
         case $flag in
             --overlap)
                 mapfile -t COMPREPLY < <(compgen -P "$prefix" -W "skip queue allow replace" -- "$value") ;;
+            --owner)
+                # owner=connection is refused by timerctl (its connection closes at once): pid:N only.
+                compopt -o nospace 2>/dev/null
+                mapfile -t COMPREPLY < <(compgen -P "$prefix" -W "pid:" -- "$value") ;;
+            --tag)
+                mapfile -t COMPREPLY < <(compgen -P "$prefix" -W "$(_timerctl_job_values "$prog" "$socket" tags)" -- "$value") ;;
+            --modes)
+                # A comma-separated list: complete its last element.
+                local head=
+                [[ $value == *,* ]] && head=${value%,*},
+                compopt -o nospace 2>/dev/null
+                mapfile -t COMPREPLY < <(compgen -P "$prefix$head" \
+                    -W "$(_timerctl_job_values "$prog" "$socket" modes default common)" -- "${value##*,}") ;;
             --socket)
                 compopt -o filenames 2>/dev/null
                 mapfile -t COMPREPLY < <(compgen -P "$prefix" -f -- "$value") ;;
@@ -129,8 +160,16 @@ _timerctl() {
         case $verb in
             add) flags+=" $job_flags" ;;
             exec) flags+=" $exec_flags --json" ;;
-            resume) flags+=" $resume_flags" ;;
-            run | list | show | reload | version) flags+=" --json" ;;
+            cancel | pause | resume)
+                # Job names or one --tag; --json matters only with --tag.
+                if [[ -n $tagged ]]; then
+                    flags+=" --json"
+                elif ((${#given[@]} == 0)); then
+                    flags+=" --tag --json"
+                fi
+                [[ $verb == resume ]] && flags+=" $resume_flags" ;;
+            list) [[ -n $tagged ]] && flags+=" --json" || flags+=" --tag --json" ;;
+            run | show | reload | mode | version) flags+=" --json" ;;
         esac
         mapfile -t COMPREPLY < <(compgen -W "$flags" -- "$cur")
         return 0
@@ -139,10 +178,16 @@ _timerctl() {
     case $verb in
         help)
             ((${#given[@]} == 0)) && mapfile -t COMPREPLY < <(compgen -W "$verbs" -- "$cur") ;;
+        mode)
+            # The modes the jobs name ("common" is not a mode to switch to).
+            ((${#given[@]} == 0)) &&
+                mapfile -t COMPREPLY < <(compgen -W "$(_timerctl_job_values "$prog" "$socket" modes default | grep -vx common)" -- "$cur") ;;
         run | show | cancel | pause | resume)
             if [[ ($verb == run || $verb == show) && ${#given[@]} -gt 0 ]]; then
                 return 0
             fi
+            # Names or --tag, not both.
+            [[ -n $tagged ]] && return 0
             local names name g skip
             names=$(_timerctl_job_names "$prog" "$socket")
             [[ -z $names ]] && return 0

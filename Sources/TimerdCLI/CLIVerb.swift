@@ -3,11 +3,13 @@ import TimerdProtocol
 
 /// The verbs of `timerctl`, with everything help and the parser need to know about each.
 package enum CLIVerb: String, CaseIterable, Sendable {
-    case add, exec, cancel, pause, resume, run, list, show, reload, ping, version, help
+    case add, exec, cancel, pause, resume, run, list, show, reload, mode, ping, version, help
 
     /// How many job names (positional words) a verb takes.
     package enum Names: Sendable {
         case none, one, oneOrMore
+        /// `mode [NAME]`: at most one word, not a job name.
+        case optionalOne
         /// `help [VERB]`: at most one word, a verb name.
         case optionalTopic
     }
@@ -24,6 +26,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .list: .list
         case .show: .show
         case .reload: .reload
+        case .mode: .mode
         case .ping: .ping
         case .version: .version
         case .help: nil
@@ -42,6 +45,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .list: "List the jobs with their state, next fire and last run."
         case .show: "Show one job in detail, with its last run and output."
         case .reload: "Re-read the config files and apply the changes."
+        case .mode: "Show or switch the daemon's mode (jobs not in it hold their fires)."
         case .ping: "Check that timerd answers."
         case .version: "Print the versions of timerctl and timerd."
         case .help: "Show help for timerctl or for one verb."
@@ -61,13 +65,14 @@ package enum CLIVerb: String, CaseIterable, Sendable {
                 "exec [--start DUR] [--interval DUR] [--repeats] [--async]",
                 "    (--command STRING | -- PROGRAM [ARG…]) [OPTIONS]",
             ]
-        case .cancel: ["cancel NAME…"]
-        case .pause: ["pause NAME…"]
-        case .resume: ["resume NAME… [--now | --after DUR]"]
+        case .cancel: ["cancel (NAME… | --tag TAG) [--json]"]
+        case .pause: ["pause (NAME… | --tag TAG) [--json]"]
+        case .resume: ["resume (NAME… | --tag TAG) [--now | --after DUR] [--json]"]
         case .run: ["run NAME [--json]"]
-        case .list: ["list [--json]"]
+        case .list: ["list [--tag TAG] [--json]"]
         case .show: ["show NAME [--json]"]
         case .reload: ["reload [--json]"]
+        case .mode: ["mode [NAME] [--json]"]
         case .ping: ["ping"]
         case .version: ["version [--json]"]
         case .help: ["help [VERB]"]
@@ -81,7 +86,8 @@ package enum CLIVerb: String, CaseIterable, Sendable {
             [
                 "Give exactly one schedule and one action. Everything after -- is the program and its",
                 "arguments, run without a shell. Each option is also a config file key: --kill-grace 10s",
-                "is kill_grace=10s.",
+                "is kill_grace=10s. --owner-pid $$ ties the job to the calling shell: it is cancelled when",
+                "that process exits.",
             ]
         case .exec:
             [
@@ -93,14 +99,33 @@ package enum CLIVerb: String, CaseIterable, Sendable {
             [
                 "Only jobs added at run time can be cancelled (for config jobs, edit the config and reload).",
                 "Runs still going finish on their own.",
-            ]
-        case .resume: ["Without --now or --after a job resumes on its schedule's next fire."]
+            ] + [""] + Self.tagDiscussion("cancelled")
+        case .pause: Self.tagDiscussion("paused")
+        case .resume: ["Without --now or --after a job resumes on its schedule's next fire.", ""] + Self.tagDiscussion("resumed")
         case .run: ["Prints what happened to the fire: started, queued (behind a running one) or waiting (for a run slot)."]
-        case .list: ["NEXT and LAST are relative to now; RESULT is the last run's result (exit code or signal)."]
+        case .list:
+            [
+                "NEXT and LAST are relative to now; RESULT is the last run's result (exit code or signal),",
+                "or held while a fire waits for a mode the job runs in (see 'timerctl mode').",
+            ]
         case .reload: ["Prints what changed. Jobs added at run time are not touched."]
+        case .mode:
+            [
+                "Without NAME, prints the mode and the jobs whose fires it holds. With NAME, switches to",
+                "that mode and prints the jobs whose held fires it released. A job fires in the modes of",
+                "its --modes (default: default; common: every mode); in other modes its fires wait.",
+            ]
         case .version: ["Prints timerctl's version, then asks timerd for its own."]
-        case .pause, .show, .ping, .help: []
+        case .show, .ping, .help: []
         }
+    }
+
+    /// With `--tag TAG`: the jobs it acted on, one per line (no jobs: a note on stderr, status 0).
+    private static func tagDiscussion(_ done: String) -> [String] {
+        [
+            "With --tag, every job tagged TAG is \(done) and its name printed, one per line (no such",
+            "job: a note on stderr, exit status 0). Give job names or --tag, not both.",
+        ]
     }
 
     package var names: Names {
@@ -108,7 +133,16 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .add, .run, .show: .one
         case .cancel, .pause, .resume: .oneOrMore
         case .exec, .list, .reload, .ping, .version: .none
+        case .mode: .optionalOne
         case .help: .optionalTopic
+        }
+    }
+
+    /// True when `--tag TAG` may stand for the job names (`PAUSE tag=T`, `LIST tag=T`).
+    package var selectsByTag: Bool {
+        switch self {
+        case .cancel, .pause, .resume, .list: true
+        case .add, .exec, .run, .show, .reload, .mode, .ping, .version, .help: false
         }
     }
 
@@ -118,16 +152,22 @@ package enum CLIVerb: String, CaseIterable, Sendable {
     /// True when `--json` changes what the verb prints (listed in its help).
     package var hasJSONOutput: Bool {
         switch self {
-        case .exec, .run, .list, .show, .reload, .version: true
-        case .add, .cancel, .pause, .resume, .ping, .help: false
+        case .exec, .run, .list, .show, .reload, .mode, .version: true
+        case .cancel, .pause, .resume: true  // with --tag
+        case .add, .ping, .help: false
         }
+    }
+
+    /// The `--json` line of the verb's help.
+    package var jsonHelp: String {
+        selectsByTag && self != .list ? "With --tag: print the reply as JSON." : Flag.json.help
     }
 
     /// The verb's own flags (not `--json`, `--socket`, `--help`), in help order.
     package var flags: [Flag] {
         switch self {
         case .add:
-            return JobSpec.keys.map { Flag(jobKey: $0) }
+            return Self.jobFlags(JobSpec.keys)
         case .exec:
             let own = [
                 Flag(
@@ -142,20 +182,29 @@ package enum CLIVerb: String, CaseIterable, Sendable {
             // The schedule and overlap keys are what EXEC replaces with its own.
             let replaced: Set<String> = ["every", "start", "in", "at", "overlap"]
             return own
-                + JobSpec.keys.filter { !replaced.contains($0) }.map { key in
-                    var flag = Flag(jobKey: key)
-                    if key == "count" { flag.help = "With --repeats: stop after N runs." }
+                + Self.jobFlags(JobSpec.keys.filter { !replaced.contains($0) }).map { flag in
+                    var flag = flag
+                    if flag.name == "count" { flag.help = "With --repeats: stop after N runs." }
                     return flag
                 }
         case .resume:
             return [
+                Flag.tag("Resume every job tagged TAG instead of named ones."),
                 Flag(name: "now", key: "", kind: .word("now"), help: "Fire once right away, then go on with the schedule."),
                 Flag(
                     name: "after", key: "after", kind: .value(placeholder: "DUR"),
                     help: "Fire once DUR from now, then go on with the schedule."),
             ]
-        case .cancel, .pause, .run, .list, .show, .reload, .ping, .version, .help:
+        case .cancel: return [Flag.tag("Cancel every job tagged TAG instead of named ones.")]
+        case .pause: return [Flag.tag("Pause every job tagged TAG instead of named ones.")]
+        case .list: return [Flag.tag("List only the jobs tagged TAG.")]
+        case .run, .show, .reload, .mode, .ping, .version, .help:
             return []
         }
+    }
+
+    /// The flags for these job keys, with `--owner-pid` (a shorthand for `--owner pid:PID`) after `--owner`.
+    private static func jobFlags(_ keys: [String]) -> [Flag] {
+        keys.flatMap { key in key == "owner" ? [Flag(jobKey: key), Flag.ownerPID] : [Flag(jobKey: key)] }
     }
 }

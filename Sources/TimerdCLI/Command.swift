@@ -37,6 +37,12 @@ package struct Command: Equatable, Sendable {
         if case .send(let request) = action { return request }
         return nil
     }
+
+    /// The tag of `pause`, `resume` or `cancel --tag TAG` (whose reply lists the jobs acted on), else nil.
+    package var taggedAction: String? {
+        guard verb == .pause || verb == .resume || verb == .cancel else { return nil }
+        return request?.value("tag")
+    }
 }
 
 /// A command line timerctl cannot make sense of: exit status 2, message and usage hint on stderr.

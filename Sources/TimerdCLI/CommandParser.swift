@@ -6,8 +6,8 @@ import TimerdProtocol
 /// `--socket=PATH`, `--json` or `-h`/`--help` (accepted before and after the verb). Value flags take
 /// `--flag VALUE` or `--flag=VALUE`. For `add` and `exec` the words after `--` are the program to run,
 /// passed verbatim; for the other verbs `--` only ends the flags (so a job may be named `-x`).
-/// Checks the shape of the command line (known verb and flags, number of names); the daemon checks
-/// the values.
+/// Checks the shape of the command line (known verb and flags, number of names, `--tag` instead of
+/// names, `--owner` or `--owner-pid`); the daemon checks the values.
 package enum CommandParser {
     /// - Throws: ``UsageError`` for an unknown verb or flag, a flag without its value, or the wrong
     ///   number of names.
@@ -76,6 +76,7 @@ package enum CommandParser {
         var options: [Option] = []
         var words: [String] = []
         var argv: [String]?
+        var given: [String] = []  // the verb's flags used, by name, in order
         var index = 0
         while index < arguments.count {
             let argument = arguments[index]
@@ -97,9 +98,13 @@ package enum CommandParser {
             guard name.hasPrefix("--"), let flag = verb.flags.first(where: { "--" + $0.name == name }) else {
                 throw unknownFlag(name, verb: verb)
             }
+            given.append(flag.name)
             switch flag.kind {
             case .value:
                 options.append(Option(key: flag.key, value: try value(of: flag.synopsis, inline: inline, arguments, &index, verb: verb)))
+            case .prefixedValue(_, let prefix):
+                options.append(
+                    Option(key: flag.key, value: prefix + (try value(of: flag.synopsis, inline: inline, arguments, &index, verb: verb))))
             case .option(let implied):
                 options.append(Option(key: flag.key, value: inline ?? implied))
             case .word(let word):
@@ -107,7 +112,17 @@ package enum CommandParser {
                 if !words.contains(word) { words.append(word) }
             }
         }
-        try checkNames(names, verb: verb)
+        if verb.takesProgram { try checkOwner(given: given, options: options, verb: verb) }
+        let byTag = verb.selectsByTag && given.contains("tag")
+        if byTag {
+            if given.filter({ $0 == "tag" }).count > 1 {
+                throw UsageError("give --tag only once (\(verb.rawValue) takes one tag)", verb: verb)
+            }
+            if !names.isEmpty, verb.names != .none {
+                throw UsageError("give job names or --tag, not both", verb: verb)
+            }
+        }
+        if !byTag || !names.isEmpty { try checkNames(names, verb: verb) }
 
         guard let wireVerb = verb.wireVerb else {
             // `help [VERB]`
@@ -137,10 +152,13 @@ package enum CommandParser {
         case .none: allowed = 0...0
         case .one: allowed = 1...1
         case .oneOrMore: allowed = 1...Int.max
-        case .optionalTopic: allowed = 0...1
+        case .optionalOne, .optionalTopic: allowed = 0...1
         }
         if names.count < allowed.lowerBound {
-            throw UsageError(allowed.upperBound == 1 ? "missing job name" : "missing job names (give at least one)", verb: verb)
+            if allowed.upperBound == 1 { throw UsageError("missing job name", verb: verb) }
+            throw UsageError(
+                verb.selectsByTag ? "missing job names (give at least one, or --tag TAG)" : "missing job names (give at least one)",
+                verb: verb)
         }
         if names.count > allowed.upperBound {
             let extra = names[allowed.upperBound]
@@ -154,8 +172,23 @@ package enum CommandParser {
                 message += " (\(verb.rawValue) takes one job name)"
             } else if verb.names == .none {
                 message += " (\(verb.rawValue) takes no arguments)"
+            } else if verb.names == .optionalOne {
+                message += " (\(verb.rawValue) takes at most one mode name)"
             }
             throw UsageError(message, verb: verb)
+        }
+    }
+
+    /// `--owner` and `--owner-pid` set the same key; `--owner connection` would bind the job to this
+    /// timerctl's own connection, which closes as soon as the reply is in, so the job would go at once.
+    private static func checkOwner(given: [String], options: [Option], verb: CLIVerb) throws(UsageError) {
+        if given.contains("owner"), given.contains(Flag.ownerPID.name) {
+            throw UsageError("give either --owner or --owner-pid, not both", verb: verb)
+        }
+        if options.contains(Option(key: "owner", value: "connection")) {
+            throw UsageError(
+                "--owner connection would cancel the job as soon as timerctl exits; use --owner-pid PID to tie it to a process",
+                verb: verb)
         }
     }
 

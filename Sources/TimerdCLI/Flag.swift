@@ -6,6 +6,8 @@ package struct Flag: Sendable, Equatable {
     package enum Kind: Sendable, Equatable {
         /// `--name VALUE` or `--name=VALUE` → the option `key=VALUE`.
         case value(placeholder: String)
+        /// `--name VALUE` → the option `key=PREFIXVALUE` (`--owner-pid 42` → `owner=pid:42`).
+        case prefixedValue(placeholder: String, prefix: String)
         /// `--name` → `key=value`; `--name=OTHER` → `key=OTHER` (booleans: `--repeats` → `repeats=yes`).
         case option(value: String)
         /// `--name` → the bare word `word` after the names (`resume --now` → `RESUME a now`); takes no value.
@@ -35,8 +37,10 @@ package struct Flag: Sendable, Equatable {
 
     /// `--name PLACEHOLDER` or `--name`, as shown in help.
     package var synopsis: String {
-        if case .value(let placeholder) = kind { return "--\(name) \(placeholder)" }
-        return "--\(name)"
+        switch kind {
+        case .value(let placeholder), .prefixedValue(let placeholder, _): return "--\(name) \(placeholder)"
+        case .option, .word: return "--\(name)"
+        }
     }
 
     /// snake_case key → kebab-case flag name (`kill_grace` → `kill-grace`).
@@ -66,7 +70,20 @@ package struct Flag: Sendable, Equatable {
         "env": ("NAME=VALUE", "Set an environment variable for the command (repeatable)."),
         "meta": ("KEY=VALUE", "Attach user info, passed as TIMERD_META_KEY (repeatable)."),
         "cwd": ("PATH", "Run in directory PATH (absolute; default /)."),
+        "owner": ("OWNER", "Cancel the job when its owner goes away: pid:N (when process N exits)."),
+        "tag": ("TAG", "Label the job, to pause, resume, cancel or list by tag (repeatable)."),
+        "modes": ("MODES", "Fire only in these daemon modes, comma-separated (default: default; common: every mode)."),
     ]
+
+    /// `--owner-pid PID`: `--owner pid:PID` for add and exec.
+    package static let ownerPID = Flag(
+        name: "owner-pid", key: "owner", kind: .prefixedValue(placeholder: "PID", prefix: "pid:"),
+        help: "Cancel the job when process PID exits (--owner pid:PID).")
+
+    /// `--tag TAG` of pause, resume, cancel and list: one tag instead of job names.
+    static func tag(_ help: String) -> Flag {
+        Flag(name: "tag", key: "tag", kind: .value(placeholder: "TAG"), help: help)
+    }
 
     /// `--json`, accepted by every verb (shown in help only where it changes the output).
     static let json = Flag(name: "json", key: "", kind: .option(value: ""), help: "Print the reply as JSON.")

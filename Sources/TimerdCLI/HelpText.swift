@@ -16,7 +16,7 @@ package enum HelpText {
         lines += ["", "Options:"]
         lines += table([
             (Flag.socket.synopsis, "Talk to timerd on PATH (default: see Socket below)."),
-            (Flag.json.synopsis, "Print replies as JSON (exec, run, list, show, reload, version)."),
+            (Flag.json.synopsis, "Print replies as JSON (exec, run, list, show, reload, mode, version, pause/resume/cancel --tag)."),
             ("-h, --help", "Show help; 'timerctl help VERB' shows a verb's options."),
         ])
         lines += [
@@ -37,7 +37,7 @@ package enum HelpText {
         if !verb.discussion.isEmpty { lines += [""] + verb.discussion }
         lines += ["", "Options:"]
         var rows = verb.flags.map { ($0.synopsis, $0.help) }
-        if verb.hasJSONOutput { rows.append((Flag.json.synopsis, Flag.json.help)) }
+        if verb.hasJSONOutput { rows.append((Flag.json.synopsis, verb.jsonHelp)) }
         rows.append((Flag.socket.synopsis, Flag.socket.help))
         rows.append(("-h, --help", "Show this help."))
         lines += table(rows)

@@ -27,10 +27,12 @@ package enum JobInfoText {
         }.joined(separator: "\n") + "\n"
     }
 
-    /// RESULT: `running` while the last started run goes on, else the last result with its exit code
-    /// or signal when there is one worth showing (`ok`, `failed (3)`, `killed (SIGKILL)`), or `-`.
+    /// RESULT: `running` while the last started run goes on, else `held` while a fire waits for a mode
+    /// the job runs in, else the last result with its exit code or signal when there is one worth showing
+    /// (`ok`, `failed (3)`, `killed (SIGKILL)`), or `-`.
     package static func resultSummary(_ job: JobInfo) -> String {
         if lastRunInProgress(job) { return "running" }
+        if job.held_since != nil { return "held" }
         guard let result = job.last_result else { return "-" }
         if let signal = job.last_signal { return "\(result.rawValue) (\(signalName(signal)))" }
         if let code = job.last_exit_code, code != 0 { return "\(result.rawValue) (\(code))" }
@@ -38,7 +40,8 @@ package enum JobInfoText {
     }
 
     /// The `show` block: one `label: value` line per field, the last run as an indented group and the
-    /// last output indented under its label.
+    /// last output indented under its label. `owner`, `tags` and `modes` are shown only when set (modes:
+    /// other than `default`), `held since` only while a fire is held.
     package static func detail(_ job: JobInfo, now: WallTime) -> String {
         var lines: [String] = []
         func add(_ label: String, _ value: String) { lines.append(HelpText.pad(label + ":", 13) + value) }
@@ -52,12 +55,17 @@ package enum JobInfoText {
             let (key, value) = split(option)
             switch key {
             case "every", "start", "in", "at": continue  // in `schedule`
+            case "owner", "tag", "modes": continue  // lines of their own
             case "command", "argv": add(key, value)
             default: others.append(Option(key: key, value: value).description)
             }
         }
         if !others.isEmpty { add("options", others.joined(separator: " ")) }
+        if let owner = job.owner { add("owner", owner) }
+        if !job.tags.isEmpty { add("tags", job.tags.joined(separator: ", ")) }
+        if !job.modes.isEmpty, job.modes != [Mode.defaultName] { add("modes", job.modes.joined(separator: ", ")) }
         add("next fire", timestamp(job.next_fire, now: now))
+        if let held = job.held_since { add("held since", timestamp(held, now: now)) }
         add("runs", String(job.runs))
         add("running", String(job.running))
         add("pending", String(job.pending))

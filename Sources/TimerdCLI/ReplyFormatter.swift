@@ -17,9 +17,11 @@ package struct Rendered: Equatable, Sendable {
 /// Turns timerd's reply into timerctl's output. Pure: "now" is passed in.
 ///
 /// `ERR` → `timerctl: <message> (<code>)` on stderr, status 1. `OK` → per verb: nothing for add, cancel,
-/// pause and resume; `pong`; the generated name (exec); the run status (run); the table (list); the
-/// block (show); a summary line (reload); the daemon's version line (version). With `--json` the
-/// payload is printed as received, one line. A payload that does not decode is printed raw.
+/// pause and resume (with `--tag`: the jobs acted on, one per line, or a note on stderr when there were
+/// none); `pong`; the generated name (exec); the run status (run); the table (list); the block (show);
+/// a summary line (reload); the mode and its held or released jobs (mode); the daemon's version line
+/// (version). With `--json` the payload is printed as received, one line. A payload that does not
+/// decode is printed raw.
 package enum ReplyFormatter {
     /// timerctl's own version, shown by `version`.
     package static let clientVersion = "0.1.0"
@@ -32,6 +34,11 @@ package enum ReplyFormatter {
             let text = message.isEmpty ? "timerctl: \(code)\n" : "timerctl: \(message) (\(code))\n"
             return Rendered(stderr: text, status: ExitStatus.daemonError)
         case .ok(let payload):
+            if command.output == .text, let tag = command.taggedAction, let payload,
+                let result = try? Payload.decode(TagResult.self, from: payload), result.jobs.isEmpty
+            {
+                return Rendered(stderr: "timerctl: no jobs with tag \(tag)\n")
+            }
             return Rendered(stdout: success(payload, for: command, now: now))
         }
     }
@@ -56,7 +63,11 @@ package enum ReplyFormatter {
         case .show: text = (try? Payload.decode(JobInfo.self, from: payload)).map { JobInfoText.detail($0, now: now) }
         case .reload: text = (try? Payload.decode(ReloadReply.self, from: payload)).map { reloadSummary($0) + "\n" }
         case .version: text = (try? Payload.decode(VersionReply.self, from: payload)).map { "timerd \($0.version) (protocol \($0.protocol))\n" }
-        case .add, .cancel, .pause, .resume, .ping, .help: return ""
+        case .mode: text = (try? Payload.decode(ModeInfo.self, from: payload)).map { modeText($0, now: now) }
+        case .cancel, .pause, .resume:
+            guard command.taggedAction != nil else { return "" }
+            text = (try? Payload.decode(TagResult.self, from: payload)).map { $0.jobs.map { $0 + "\n" }.joined() }
+        case .add, .ping, .help: return ""
         }
         return text ?? payload + "\n"
     }
@@ -68,6 +79,24 @@ package enum ReplyFormatter {
         }
         return "reloaded: \(part(reply.added, "added")), \(part(reply.changed, "changed")), "
             + "\(part(reply.removed, "removed")), \(reply.unchanged) unchanged"
+    }
+
+    /// `mode: default` and a `held: NAME (since TIME, 3m ago)` line per held job (or `held: none`); after a
+    /// switch `mode: NEW (was OLD)`, then a `released: NAME` line per released job and the held lines, if any.
+    package static func modeText(_ info: ModeInfo, now: WallTime) -> String {
+        var lines: [String] = []
+        if let previous = info.previous {
+            lines.append("mode: \(info.mode) " + (previous == info.mode ? "(unchanged)" : "(was \(previous))"))
+            lines += (info.released ?? []).map { "released: \($0)" }
+        } else {
+            lines.append("mode: \(info.mode)")
+            if info.held.isEmpty { lines.append("held: none") }
+        }
+        for held in info.held {
+            let relative = TimeText.relative(held.since, now: now)
+            lines.append("held: \(held.name) (since \(held.since)" + (relative == held.since ? ")" : ", \(relative))"))
+        }
+        return lines.joined(separator: "\n") + "\n"
     }
 
     // MARK: Payload shapes (see ControlHandler in the daemon)

@@ -273,6 +273,12 @@ private struct JobBuilder {
             hadErrors = true
             return
         }
+        if key == "owner" {
+            // A config job belongs to its file; only jobs added over the socket can have an owner.
+            report(line, "owner applies only to jobs added over the control socket (config jobs live as long as their file)")
+            hadErrors = true
+            return
+        }
         if !JobSpec.repeatableKeys.contains(key) {
             if let first = firstLine[key] {
                 report(line, "\(key) is given more than once (first at line \(first))")

@@ -57,11 +57,18 @@ public struct JobSpec: Equatable, Sendable {
     public var meta: [KeyValue]
     /// Working directory of the action (default `/`).
     public var cwd: String?
+    /// What the job's life is bound to: it is cancelled when its owner goes away (`owner=`).
+    public var owner: Owner?
+    /// Labels for acting on many jobs at once (`tag=`, repeatable).
+    public var tags: [String]
+    /// The daemon modes the job fires in (`modes=`, default `default`; `common` means every mode).
+    public var modes: [String]
 
     public init(
         name: JobName, schedule: Schedule, action: Action, count: Int? = nil, leeway: Duration = .zero,
         timeout: Duration? = nil, killGrace: Duration = Limits.defaultKillGrace, overlap: OverlapPolicy = .skip,
-        env: [KeyValue] = [], meta: [KeyValue] = [], cwd: String? = nil
+        env: [KeyValue] = [], meta: [KeyValue] = [], cwd: String? = nil, owner: Owner? = nil, tags: [String] = [],
+        modes: [String] = [Mode.defaultName]
     ) {
         self.name = name
         self.schedule = schedule
@@ -74,16 +81,19 @@ public struct JobSpec: Equatable, Sendable {
         self.env = env
         self.meta = meta
         self.cwd = cwd
+        self.owner = owner
+        self.tags = tags
+        self.modes = modes
     }
 
     /// Every key a job accepts, in the order `options` writes them. The same list documents config keys,
     /// protocol options and (as `--kebab-case`) `timerctl` flags.
     public static let keys = [
         "every", "start", "in", "at", "count", "leeway", "command", "argv", "timeout", "kill_grace", "overlap",
-        "env", "meta", "cwd",
+        "env", "meta", "cwd", "owner", "tag", "modes",
     ]
     /// Keys that may be given more than once.
-    public static let repeatableKeys: Set<String> = ["env", "meta"]
+    public static let repeatableKeys: Set<String> = ["env", "meta", "tag"]
 
     /// Builds a spec from `key=value` options and an optional argv (the words after `--`).
     ///
@@ -92,8 +102,12 @@ public struct JobSpec: Equatable, Sendable {
         var single: [String: String] = [:]
         var env: [KeyValue] = []
         var meta: [KeyValue] = []
+        var tags: [String] = []
         for option in options {
             switch option.key {
+            case "tag":
+                let tag = try Mode.validName(option.value, key: "tag", what: "tag")
+                if !tags.contains(tag) { tags.append(tag) }
             case "env":
                 env.append(try Self.parsePair(option.value, key: "env", namePattern: .environment))
             case "meta":
@@ -200,7 +214,8 @@ public struct JobSpec: Equatable, Sendable {
         self.init(
             name: name, schedule: schedule, action: action, count: count, leeway: try duration("leeway") ?? .zero,
             timeout: timeout, killGrace: try duration("kill_grace") ?? Limits.defaultKillGrace, overlap: overlap,
-            env: env, meta: meta, cwd: single["cwd"])
+            env: env, meta: meta, cwd: single["cwd"], owner: try single["owner"].map(Owner.parse),
+            tags: tags, modes: try single["modes"].map(Mode.parseList) ?? [Mode.defaultName])
     }
 
     /// The spec as canonical `key=value` options (argv jobs use the `argv` key, quoted word by word).
@@ -225,6 +240,9 @@ public struct JobSpec: Equatable, Sendable {
         list += env.map { KeyValue("env", "\($0.key)=\($0.value)") }
         list += meta.map { KeyValue("meta", "\($0.key)=\($0.value)") }
         if let cwd { list.append(KeyValue("cwd", cwd)) }
+        if let owner { list.append(KeyValue("owner", owner.description)) }
+        list += tags.map { KeyValue("tag", $0) }
+        if modes != [Mode.defaultName] { list.append(KeyValue("modes", modes.joined(separator: ","))) }
         return list
     }
 

@@ -108,8 +108,9 @@ actor Connection {
         busy = true
         let line = requests.removeFirst()
         let handler = self.handler
+        let id = self.id
         Task {
-            let reply = await handler.handle(line)
+            let reply = await handler.handle(line, connection: id)
             self.replied(reply)
         }
     }

@@ -19,30 +19,32 @@ struct ControlHandler: Sendable {
         (.help, "HELP"),
         (.add, "ADD NAME (every=DUR [start=DUR] | in=DUR | at=TIME) (command=STRING | -- PROGRAM ARG…) [key=value…]"),
         (.exec, "EXEC [start=DUR] [interval=DUR] [repeats=yes|no] [async=yes|no] (command=STRING | -- PROGRAM ARG…) [key=value…]"),
-        (.cancel, "CANCEL NAME…"),
-        (.pause, "PAUSE NAME…"),
-        (.resume, "RESUME NAME… [now | after=DUR]"),
+        (.cancel, "CANCEL (NAME… | tag=TAG)"),
+        (.pause, "PAUSE (NAME… | tag=TAG)"),
+        (.resume, "RESUME (NAME… | tag=TAG) [now | after=DUR]"),
         (.run, "RUN NAME"),
-        (.list, "LIST"),
+        (.list, "LIST [tag=TAG]"),
         (.show, "SHOW NAME"),
         (.reload, "RELOAD"),
+        (.mode, "MODE [NAME]"),
     ]
 
-    func handle(_ framed: FramedLine) async -> Reply {
+    /// Handles one line from control connection `connection` (the owner of `owner=connection` jobs).
+    func handle(_ framed: FramedLine, connection: Int) async -> Reply {
         switch framed {
         case .tooLong:
             return Reply(TimerdError(.lineTooLong, "request line longer than \(Limits.maxLineBytes) bytes; it was discarded"))
         case .line(let bytes):
             do {
                 let request = try Request.parse(line: bytes)
-                return try await handle(request)
+                return try await handle(request, connection: connection)
             } catch {
                 return Reply(error)
             }
         }
     }
 
-    func handle(_ request: Request) async throws(TimerdError) -> Reply {
+    func handle(_ request: Request, connection: Int) async throws(TimerdError) -> Reply {
         switch request.verb {
         case .ping:
             try expect(request, names: 0...0)
@@ -56,7 +58,7 @@ struct ControlHandler: Sendable {
         case .add:
             let names = try expect(request, names: 1...1, options: true, argv: true)
             let spec = try JobSpec(name: names[0], options: request.options.map { KeyValue($0.key, $0.value) }, argv: request.argv)
-            try await registry.add(spec, origin: .runtime)
+            try await registry.add(spec, origin: .runtime, connection: connection)
             return .ok(nil)
         case .exec:
             try expect(request, names: 0...0, options: true, argv: true)
@@ -64,25 +66,36 @@ struct ControlHandler: Sendable {
             var spec = try ExecRequest.spec(
                 name: try JobName("exec"), options: request.options.map { KeyValue($0.key, $0.value) }, argv: request.argv)
             spec.name = await registry.generateName()
-            try await registry.add(spec, origin: .runtime)
+            try await registry.add(spec, origin: .runtime, connection: connection)
             return .ok(Payload.encode(["name": spec.name.rawValue]))
         case .cancel:
+            if let tag = try tagOption(request) {
+                let names = await registry.names(withTag: tag)
+                try await registry.cancel(names)
+                return .ok(Payload.encode(TagResult(jobs: names.map(\.rawValue))))
+            }
             try await registry.cancel(try expect(request, names: 1...Int.max))
             return .ok(nil)
         case .pause:
+            if let tag = try tagOption(request) {
+                let names = await registry.names(withTag: tag)
+                try await registry.pause(names)
+                return .ok(Payload.encode(TagResult(jobs: names.map(\.rawValue))))
+            }
             try await registry.pause(try expect(request, names: 1...Int.max))
             return .ok(nil)
         case .resume:
             var words = request.positionals
             var mode = Registry.ResumeMode.onSchedule
-            // `RESUME a now`: a trailing `now` is the mode when a name precedes it (a job may be named "now").
-            if words.count >= 2, words.last == "now" {
+            let tag = try tagOption(request, allowing: ["after"], positionals: ["now"])
+            // `RESUME a now`: a trailing `now` is the mode when a name (or a tag) precedes it.
+            if words.count >= (tag == nil ? 2 : 1), words.last == "now" {
                 words.removeLast()
                 mode = .now
             }
-            for option in request.options {
+            for option in request.options where option.key != "tag" {
                 guard option.key == "after" else {
-                    throw TimerdError(.badArgument, "RESUME takes only after=DUR, not \(option.key)=", key: option.key)
+                    throw TimerdError(.badArgument, "RESUME takes only tag=TAG and after=DUR, not \(option.key)=", key: option.key)
                 }
                 guard case .onSchedule = mode else {
                     throw TimerdError(.badArgument, "give either now or after=DUR, not both", key: "after")
@@ -93,6 +106,11 @@ struct ControlHandler: Sendable {
                     throw TimerdError(.badArgument, "after: \(error.message)", key: "after")
                 }
             }
+            if let tag {
+                let names = await registry.names(withTag: tag)
+                try await registry.resume(names, mode: mode)
+                return .ok(Payload.encode(TagResult(jobs: names.map(\.rawValue))))
+            }
             let names = try expect(Request(verb: .resume, positionals: words, argv: request.argv), names: 1...Int.max)
             try await registry.resume(names, mode: mode)
             return .ok(nil)
@@ -101,8 +119,16 @@ struct ControlHandler: Sendable {
             let status = try await registry.runNow(names[0])
             return .ok(Payload.encode(["status": status]))
         case .list:
+            if let tag = try tagOption(request) {
+                return .ok(Payload.encode(await registry.list().filter { $0.tags.contains(tag) }))
+            }
             try expect(request, names: 0...0)
             return .ok(Payload.encode(await registry.list()))
+        case .mode:
+            let words = try expect(request, names: 0...1)
+            guard let name = words.first else { return .ok(Payload.encode(await registry.modeInfo())) }
+            let mode = try Mode.validName(name.rawValue, key: "mode", what: "mode")
+            return .ok(Payload.encode(await registry.switchMode(to: mode)))
         case .show:
             let names = try expect(request, names: 1...1)
             return .ok(Payload.encode(try await registry.show(names[0])))
@@ -110,6 +136,25 @@ struct ControlHandler: Sendable {
             try expect(request, names: 0...0)
             return .ok(Payload.encode(try await reload()))
         }
+    }
+
+    /// The `tag=T` of a request that acts on a tag instead of names (nil when it names jobs). With a tag,
+    /// no names may be given; other options must be in `allowing`, other words in `positionals`.
+    private func tagOption(
+        _ request: Request, allowing: Set<String> = [], positionals: Set<String> = []
+    ) throws(TimerdError) -> String? {
+        let tags = request.values("tag")
+        guard !tags.isEmpty else { return nil }
+        let verb = request.verb.rawValue
+        guard tags.count == 1 else { throw TimerdError(.badArgument, "\(verb) takes one tag=", key: "tag") }
+        if let word = request.positionals.first(where: { !positionals.contains($0) }) {
+            throw TimerdError(.badArgument, "\(verb) takes job names or tag=, not both (got \"\(word)\")", key: "tag")
+        }
+        if let option = request.options.first(where: { $0.key != "tag" && !allowing.contains($0.key) }) {
+            throw TimerdError(.badArgument, "\(verb) does not take \(option.key)=", key: option.key)
+        }
+        if request.argv != nil { throw TimerdError(.badArgument, "\(verb) takes no program after --") }
+        return try Mode.validName(tags[0], key: "tag", what: "tag")
     }
 
     /// Checks the shape of a request and returns its positionals as job names.

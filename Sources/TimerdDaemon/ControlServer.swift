@@ -12,6 +12,8 @@ actor ControlServer {
     private let listener: FileDescriptor
     private let handler: ControlHandler
     private let log: Logger
+    /// Told when a client's connection closes (its `owner=connection` jobs go with it).
+    private let onConnectionClosed: @Sendable (Int) -> Void
     private var acceptWatch: IOWatcher.Registration?
     private var connections: [Int: Connection] = [:]
     private var nextID = 1
@@ -20,22 +22,24 @@ actor ControlServer {
     private let ownsPath: Bool
 
     /// Binds `path` (replacing a stale socket, refusing a live one). Throws a `SocketError` to report.
-    init(path: String, handler: ControlHandler, log: Logger) throws(SocketError) {
+    init(path: String, handler: ControlHandler, log: Logger, onConnectionClosed: @escaping @Sendable (Int) -> Void) throws(SocketError) {
         self.path = path
         self.listener = try UnixSocket.listen(path: path, mode: 0o600)
         self.ownsPath = true
         self.handler = handler
         self.log = log
+        self.onConnectionClosed = onConnectionClosed
     }
 
     /// Serves on a listening socket someone else created (systemd's socket activation); its file is
     /// never removed by timerd.
-    init(adopting listener: FileDescriptor, handler: ControlHandler, log: Logger) {
+    init(adopting listener: FileDescriptor, handler: ControlHandler, log: Logger, onConnectionClosed: @escaping @Sendable (Int) -> Void) {
         self.path = "socket passed by systemd (fd \(listener.rawValue))"
         self.listener = listener
         self.ownsPath = false
         self.handler = handler
         self.log = log
+        self.onConnectionClosed = onConnectionClosed
     }
 
     func start() throws(Errno) {
@@ -78,7 +82,10 @@ actor ControlServer {
             nextID += 1
             let connection = Connection(
                 id: id, fd: fd, executor: executor, handler: handler, log: log,
-                onClose: { [self] id in self.assumeIsolated { $0.connections[id] = nil } })
+                onClose: { [self] id in
+                    self.assumeIsolated { $0.connections[id] = nil }
+                    self.onConnectionClosed(id)
+                })
             connections[id] = connection
             connection.assumeIsolated { $0.start() }
         }

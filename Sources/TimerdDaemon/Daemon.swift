@@ -162,10 +162,12 @@ public final class Daemon: Sendable {
         })
         let server: ControlServer
         do {
+            let registry = self.registry
+            let closed: @Sendable (Int) -> Void = { id in Task { await registry.connectionClosed(id) } }
             if let passed = try SocketActivation.listener() {
-                server = ControlServer(adopting: passed, handler: handler, log: log)
+                server = ControlServer(adopting: passed, handler: handler, log: log, onConnectionClosed: closed)
             } else {
-                server = try ControlServer(path: socket, handler: handler, log: log)
+                server = try ControlServer(path: socket, handler: handler, log: log, onConnectionClosed: closed)
             }
         } catch {
             fail("cannot listen on \(socket): \(error)")

@@ -92,6 +92,15 @@ struct Job {
     var skipped = 0
     var lastSkip: (at: WallTime, reason: String)?
 
+    // Owner and mode.
+    /// The pidfd watch of an `owner=pid:N` job.
+    var ownerWatch: IOWatcher.Registration?
+    /// The control connection of an `owner=connection` job.
+    var ownerConnection: Int?
+    /// The one fire held while the daemon is in a mode the job does not run in.
+    var heldFire: PendingFire?
+    var heldSince: WallTime?
+
     init(id: UInt64, spec: JobSpec, origin: JobOrigin) {
         self.id = id
         self.spec = spec

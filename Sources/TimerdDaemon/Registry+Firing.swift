@@ -124,7 +124,7 @@ extension Registry {
     /// Queues a finished runtime job with nothing in flight for pruning (see `pruneFinishedRuntimeJobs`).
     func noteIfIdleAndFinished(_ name: JobName) {
         guard let job = jobs[name], job.origin == .runtime, job.state == .finished, job.active.isEmpty,
-              job.queued == nil, job.waitingForSlot == 0 else { return }
+              job.queued == nil, job.waitingForSlot == 0, job.heldFire == nil else { return }
         finishedRuntimeJobs.append((name, job.id))
         pruneFinishedRuntimeJobs()
     }
@@ -137,6 +137,9 @@ extension Registry {
     func fire(_ name: JobName, scheduledMono: UInt64, kind: FireKind) -> String {
         guard var job = jobs[name] else { return "skipped" }
         let pending = PendingFire(kind: kind, scheduledMono: scheduledMono, scheduledWall: wallTime(ofMono: scheduledMono))
+        if kind == .scheduled, !Mode.includes(job.spec.modes, currentMode) {
+            return hold(name, pending)
+        }
         let busy = !job.active.isEmpty || job.waitingForSlot > 0
         if busy {
             let holder = job.active.first.map { "run \($0.id) is still going" } ?? "the previous fire is still waiting for a run slot"

@@ -48,6 +48,10 @@ extension Registry {
             info.last_reason = outcome.reason
             info.last_output = outcome.output
         }
+        info.owner = job.spec.owner?.description
+        info.tags = job.spec.tags
+        info.modes = job.spec.modes
+        info.held_since = job.heldSince.map(RFC3339.format)
         if let skip = job.lastSkip {
             info.last_skip = JobInfo.SkippedFire(at: RFC3339.format(skip.at), reason: skip.reason)
         }

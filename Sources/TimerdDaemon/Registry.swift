@@ -27,6 +27,8 @@ actor Registry {
     /// "jobID/runID", so shutdown can still stop them.
     var orphanHandles: [String: any RunHandle] = [:]
     var shuttingDown = false
+    /// The daemon's mode (like a run loop's): jobs not in it hold their fires. Survives reloads.
+    var currentMode = Mode.defaultName
     /// Told about status changes (systemd's `STATUS=`); see `Registry+Status.swift`.
     var statusObserver: (@Sendable (String) -> Void)?
     var statusUpdatePending = false
@@ -59,7 +61,7 @@ actor Registry {
 
     /// Adds a job and arms its timer. Throws `exists` if the name is taken, `bad-argument` if an `at` time
     /// has already passed.
-    func add(_ spec: JobSpec, origin: JobOrigin) throws(TimerdError) {
+    func add(_ spec: JobSpec, origin: JobOrigin, connection: Int? = nil) throws(TimerdError) {
         guard !shuttingDown else { throw TimerdError(.shuttingDown, "timerd is shutting down") }
         if let existing = jobs[spec.name] {
             let whence = existing.origin == .runtime ? "added at run time" : "declared in the config"
@@ -69,6 +71,7 @@ actor Registry {
             throw TimerdError(.badArgument, "at: \(RFC3339.format(time)) is in the past", key: "at")
         }
         var job = Job(id: nextJobID, spec: spec, origin: origin)
+        try bindOwner(&job, connection: connection)
         nextJobID += 1
         namesEverUsed.insert(spec.name.rawValue)
         startSchedule(&job, from: SystemClock.monoNow())
@@ -109,6 +112,7 @@ actor Registry {
     func remove(_ name: JobName, reason: String) {
         guard var job = jobs.removeValue(forKey: name) else { return }
         disarm(&job)
+        releaseOwner(&job)
         let dropped = (job.queued == nil ? 0 : 1) + job.waitingForSlot
         if job.waitingForSlot > 0 { waiting.removeAll { $0.jobID == job.id } }
         for run in job.active { orphanHandles["\(job.id)/\(run.id)"] = run.handle }
@@ -126,6 +130,11 @@ actor Registry {
         for name in names where jobs[name]?.state == .scheduled {
             jobs[name]!.state = .paused
             disarm(&jobs[name]!)
+            if jobs[name]!.heldFire != nil {
+                jobs[name]!.heldFire = nil
+                jobs[name]!.heldSince = nil
+                noteSkip(name, count: 1, reason: "paused while its fire was held (mode \(currentMode))")
+            }
             log.info(job: name.rawValue, "paused")
         }
     }

@@ -41,6 +41,13 @@ public struct JobInfo: Codable, Equatable, Sendable {
     public var last_output: String?
     /// The most recent fire that did not run, and why.
     public var last_skip: SkippedFire?
+    /// `pid:N` or `connection` when the job is bound to an owner (cancelled when it goes away).
+    public var owner: String?
+    public var tags: [String]
+    /// The modes the job fires in (`common`: all).
+    public var modes: [String]
+    /// Since when a fire has been held because the daemon is in a mode the job does not run in.
+    public var held_since: String?
 
     public struct SkippedFire: Codable, Equatable, Sendable {
         public var at: String
@@ -61,6 +68,8 @@ public struct JobInfo: Codable, Equatable, Sendable {
         self.running = 0
         self.skipped = 0
         self.pending = 0
+        self.tags = []
+        self.modes = []
     }
 
     // Encode every field, nulls included, so scripts can rely on the keys being present.
@@ -88,6 +97,10 @@ public struct JobInfo: Codable, Equatable, Sendable {
         try c.encode(last_reason, forKey: .last_reason)
         try c.encode(last_output, forKey: .last_output)
         try c.encode(last_skip, forKey: .last_skip)
+        try c.encode(owner, forKey: .owner)
+        try c.encode(tags, forKey: .tags)
+        try c.encode(modes, forKey: .modes)
+        try c.encode(held_since, forKey: .held_since)
     }
 }
 
@@ -99,6 +112,36 @@ public struct VersionInfo: Codable, Equatable, Sendable {
         self.version = version
         self.protocol = `protocol`
     }
+}
+
+/// The `MODE` reply: the current mode, and the fires it holds (or, after a switch, what it released).
+public struct ModeInfo: Codable, Equatable, Sendable {
+    public struct Held: Codable, Equatable, Sendable {
+        public var name: String
+        public var since: String
+        public init(name: String, since: String) {
+            self.name = name
+            self.since = since
+        }
+    }
+
+    public var mode: String
+    public var previous: String?
+    public var held: [Held]
+    public var released: [String]?
+
+    public init(mode: String, previous: String? = nil, held: [Held], released: [String]? = nil) {
+        self.mode = mode
+        self.previous = previous
+        self.held = held
+        self.released = released
+    }
+}
+
+/// The reply to `PAUSE`/`RESUME`/`CANCEL` with `tag=`: the jobs it acted on.
+public struct TagResult: Codable, Equatable, Sendable {
+    public var jobs: [String]
+    public init(jobs: [String]) { self.jobs = jobs }
 }
 
 /// JSON helpers for reply payloads: one line, UTF-8.

@@ -24,6 +24,8 @@ struct CommandParserTests {
         (["reload"], "RELOAD"),
         (["ping"], "PING"),
         (["version"], "VERSION"),
+        (["mode"], "MODE"),
+        (["mode", "maintenance"], "MODE maintenance"),
     ])
     func verbs(arguments: [String], line: String) throws {
         #expect(try request(arguments).encode() == line)
@@ -65,7 +67,7 @@ struct CommandParserTests {
     }
 
     @Test func everyJobKeyHasItsOwnHelpLine() {
-        let flags = CLIVerb.add.flags
+        let flags = CLIVerb.add.flags.filter { $0.name != "owner-pid" }  // a shorthand for --owner
         #expect(flags.map(\.key) == JobSpec.keys)
         for flag in flags { #expect(!flag.help.hasPrefix("Sets the job key"), "\(flag.name) has no help line") }
     }
@@ -174,7 +176,7 @@ struct CommandParserTests {
         (["exec", "x"], "unexpected argument 'x' (exec takes no arguments)"),
         (["exec", "--every", "5s"],
          "unknown option '--every' for exec (exec schedules with --start, --interval, --repeats and --async; or use 'timerctl add')"),
-        (["cancel"], "missing job names (give at least one)"),
+        (["cancel"], "missing job names (give at least one, or --tag TAG)"),
         (["resume", "a", "--now", "--after", "1s"], "give either --now or --after, not both"),
         (["resume", "a", "--now=yes"], "--now takes no value"),
         (["run", "a", "b"], "unexpected argument 'b' (run takes one job name)"),

@@ -19,13 +19,14 @@ struct HelpTextTests {
               list     List the jobs with their state, next fire and last run.
               show     Show one job in detail, with its last run and output.
               reload   Re-read the config files and apply the changes.
+              mode     Show or switch the daemon's mode (jobs not in it hold their fires).
               ping     Check that timerd answers.
               version  Print the versions of timerctl and timerd.
               help     Show help for timerctl or for one verb.
 
             Options:
               --socket PATH  Talk to timerd on PATH (default: see Socket below).
-              --json         Print replies as JSON (exec, run, list, show, reload, version).
+              --json         Print replies as JSON (exec, run, list, show, reload, mode, version, pause/resume/cancel --tag).
               -h, --help     Show help; 'timerctl help VERB' shows a verb's options.
 
             Socket: --socket, else $TIMERD_SOCKET, else /run/timerd/timerd.sock for root and
@@ -43,7 +44,8 @@ struct HelpTextTests {
 
             Give exactly one schedule and one action. Everything after -- is the program and its
             arguments, run without a shell. Each option is also a config file key: --kill-grace 10s
-            is kill_grace=10s.
+            is kill_grace=10s. --owner-pid $$ ties the job to the calling shell: it is cancelled when
+            that process exits.
 
             Options:
               --every DUR       Fire every DUR (e.g. 30s, 5m, 1h30m).
@@ -60,10 +62,98 @@ struct HelpTextTests {
               --env NAME=VALUE  Set an environment variable for the command (repeatable).
               --meta KEY=VALUE  Attach user info, passed as TIMERD_META_KEY (repeatable).
               --cwd PATH        Run in directory PATH (absolute; default /).
+              --owner OWNER     Cancel the job when its owner goes away: pid:N (when process N exits).
+              --owner-pid PID   Cancel the job when process PID exits (--owner pid:PID).
+              --tag TAG         Label the job, to pause, resume, cancel or list by tag (repeatable).
+              --modes MODES     Fire only in these daemon modes, comma-separated (default: default; common: every mode).
               --socket PATH     Talk to timerd on PATH (see 'timerctl --help').
               -h, --help        Show this help.
 
             """
+
+    static let resume = """
+            Usage: timerctl resume (NAME… | --tag TAG) [--now | --after DUR] [--json]
+
+            Resume paused jobs: on their schedule, now, or after a delay.
+
+            Without --now or --after a job resumes on its schedule's next fire.
+
+            With --tag, every job tagged TAG is resumed and its name printed, one per line (no such
+            job: a note on stderr, exit status 0). Give job names or --tag, not both.
+
+            Options:
+              --tag TAG      Resume every job tagged TAG instead of named ones.
+              --now          Fire once right away, then go on with the schedule.
+              --after DUR    Fire once DUR from now, then go on with the schedule.
+              --json         With --tag: print the reply as JSON.
+              --socket PATH  Talk to timerd on PATH (see 'timerctl --help').
+              -h, --help     Show this help.
+
+            """
+
+    static let list = """
+            Usage: timerctl list [--tag TAG] [--json]
+
+            List the jobs with their state, next fire and last run.
+
+            NEXT and LAST are relative to now; RESULT is the last run's result (exit code or signal),
+            or held while a fire waits for a mode the job runs in (see 'timerctl mode').
+
+            Options:
+              --tag TAG      List only the jobs tagged TAG.
+              --json         Print the reply as JSON.
+              --socket PATH  Talk to timerd on PATH (see 'timerctl --help').
+              -h, --help     Show this help.
+
+            """
+
+    static let mode = """
+            Usage: timerctl mode [NAME] [--json]
+
+            Show or switch the daemon's mode (jobs not in it hold their fires).
+
+            Without NAME, prints the mode and the jobs whose fires it holds. With NAME, switches to
+            that mode and prints the jobs whose held fires it released. A job fires in the modes of
+            its --modes (default: default; common: every mode); in other modes its fires wait.
+
+            Options:
+              --json         Print the reply as JSON.
+              --socket PATH  Talk to timerd on PATH (see 'timerctl --help').
+              -h, --help     Show this help.
+
+            """
+
+    static let pause = """
+            Usage: timerctl pause (NAME… | --tag TAG) [--json]
+
+            Pause jobs: they do not fire until resumed.
+
+            With --tag, every job tagged TAG is paused and its name printed, one per line (no such
+            job: a note on stderr, exit status 0). Give job names or --tag, not both.
+
+            Options:
+              --tag TAG      Pause every job tagged TAG instead of named ones.
+              --json         With --tag: print the reply as JSON.
+              --socket PATH  Talk to timerd on PATH (see 'timerctl --help').
+              -h, --help     Show this help.
+
+            """
+
+    @Test("golden help of the verbs with tag and mode options", arguments: [
+        (CLIVerb.resume, HelpTextTests.resume), (.list, HelpTextTests.list), (.mode, HelpTextTests.mode),
+        (.pause, HelpTextTests.pause),
+    ])
+    func tagAndModeHelp(verb: CLIVerb, text: String) {
+        #expect(HelpText.verb(verb) == text)
+        #expect(runCLI(["help", verb.rawValue]).stdout == text)
+    }
+
+    @Test func execHelpListsTheNewJobFlags() {
+        let text = HelpText.verb(.exec)
+        for line in ["  --owner OWNER ", "  --owner-pid PID ", "  --tag TAG ", "  --modes MODES "] {
+            #expect(text.contains(line), "\(line)")
+        }
+    }
 
     @Test func globalHelp() {
         #expect(HelpText.global() == Self.global)

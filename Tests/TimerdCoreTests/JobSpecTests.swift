@@ -34,8 +34,12 @@ struct JobSpecTests {
         let spec = try Self.spec(opts(
             ("every", "1m30s"), ("start", "10s"), ("count", "3"), ("leeway", "250ms"), ("argv", "ls -l '/tmp dir'"),
             ("timeout", "2m"), ("kill_grace", "1s"), ("overlap", "replace"), ("env", "A=1"), ("env", "B=x=y"),
-            ("meta", "owner=ops"), ("meta", "1st=yes"), ("cwd", "/var/tmp")))
+            ("meta", "owner=ops"), ("meta", "1st=yes"), ("cwd", "/var/tmp"), ("owner", "pid:42"), ("tag", "t1"),
+            ("tag", "t2"), ("modes", "common, maintenance")))
         #expect(spec.schedule == .every(interval: .seconds(90), start: .seconds(10)))
+        #expect(spec.owner == .process(42))
+        #expect(spec.tags == ["t1", "t2"])
+        #expect(spec.modes == ["common", "maintenance"])
         #expect(spec.count == 3)
         #expect(spec.leeway == .milliseconds(250))
         #expect(spec.action == .argv(["ls", "-l", "/tmp dir"]))
@@ -48,7 +52,8 @@ struct JobSpecTests {
         #expect(spec.options == opts(
             ("every", "1m30s"), ("start", "10s"), ("count", "3"), ("leeway", "250ms"), ("argv", "ls -l '/tmp dir'"),
             ("timeout", "2m"), ("kill_grace", "1s"), ("overlap", "replace"), ("env", "A=1"), ("env", "B=x=y"),
-            ("meta", "owner=ops"), ("meta", "1st=yes"), ("cwd", "/var/tmp")))
+            ("meta", "owner=ops"), ("meta", "1st=yes"), ("cwd", "/var/tmp"), ("owner", "pid:42"), ("tag", "t1"),
+            ("tag", "t2"), ("modes", "common,maintenance")))
         // Every key in `keys` except the alternatives of schedule and action appears above.
         let used = Set(spec.options.map(\.key))
         #expect(Set(JobSpec.keys).subtracting(used) == ["in", "at", "command"])
@@ -311,6 +316,7 @@ struct JobSpecTests {
     static let sampleValue: [String: String] = [
         "every": "1s", "start": "1s", "in": "1s", "at": "2026-01-01T00:00:00Z", "count": "2", "leeway": "1ms",
         "command": "true", "argv": "true", "timeout": "1s", "kill_grace": "1s", "overlap": "queue", "cwd": "/",
+        "owner": "pid:42", "modes": "common",
     ]
 
     @Test("non-repeatable keys given twice", arguments: singleKeys)
@@ -329,9 +335,9 @@ struct JobSpecTests {
     func keyLists() {
         #expect(JobSpec.keys == [
             "every", "start", "in", "at", "count", "leeway", "command", "argv", "timeout", "kill_grace", "overlap",
-            "env", "meta", "cwd",
+            "env", "meta", "cwd", "owner", "tag", "modes",
         ])
-        #expect(JobSpec.repeatableKeys == ["env", "meta"])
+        #expect(JobSpec.repeatableKeys == ["env", "meta", "tag"])
         #expect(Set(JobSpec.keys).count == JobSpec.keys.count)
     }
 
@@ -456,5 +462,45 @@ enum RandomSpec {
             env: env,
             meta: meta,
             cwd: Bool.random(using: &rng) ? nil : "/" + text(using: &rng))
+    }
+}
+
+@Suite("owner, tags and modes")
+struct OwnerTagModeSpecTests {
+    static let job = try! JobName("j")
+
+    @Test("owner values", arguments: [("pid:42", Owner.process(42)), ("connection", .connection)])
+    func owners(text: String, owner: Owner) throws {
+        let spec = try JobSpec(name: Self.job, options: [KeyValue("in", "1s"), KeyValue("command", "true"), KeyValue("owner", text)])
+        #expect(spec.owner == owner)
+        #expect(spec.options.contains(KeyValue("owner", text)))
+    }
+
+    @Test("bad owners", arguments: ["pid:", "pid:1", "pid:0", "pid:-5", "pid:+5", "pid:x", "process:5", "", "Connection"])
+    func badOwners(text: String) {
+        #expect(throws: TimerdError(.badArgument, "")) {
+            try JobSpec(name: Self.job, options: [KeyValue("in", "1s"), KeyValue("command", "true"), KeyValue("owner", text)])
+        }
+    }
+
+    @Test("tags deduplicate and keep order; modes parse a list")
+    func tagsAndModes() throws {
+        let spec = try JobSpec(name: Self.job, options: [
+            KeyValue("in", "1s"), KeyValue("command", "true"), KeyValue("tag", "b"), KeyValue("tag", "a"), KeyValue("tag", "b"),
+            KeyValue("modes", " maintenance ,common,maintenance"),
+        ])
+        #expect(spec.tags == ["b", "a"])
+        #expect(spec.modes == ["maintenance", "common"])
+        #expect(try JobSpec(name: Self.job, options: spec.options) == spec)
+        #expect(Mode.includes(["common"], "anything"))
+        #expect(Mode.includes(["default"], "default"))
+        #expect(!Mode.includes(["default"], "maintenance"))
+    }
+
+    @Test("bad tags and modes", arguments: [("tag", "a b"), ("tag", ""), ("modes", ""), ("modes", "a,,b"), ("modes", "x y")])
+    func badNames(key: String, value: String) {
+        #expect(throws: TimerdError(.badArgument, "")) {
+            try JobSpec(name: Self.job, options: [KeyValue("in", "1s"), KeyValue("command", "true"), KeyValue(key, value)])
+        }
     }
 }
