@@ -7,6 +7,29 @@ import Testing
     let timerd = Daemon.binaries + "/timerd"
     let timerctl = Daemon.binaries + "/timerctl"
 
+    /// Runs `timerd ARGUMENTS` with `environment` changes (nil removes a variable), reporting to a fresh
+    /// notify socket in `directory`; waits for READY=1, runs `body`, then stops it by PID.
+    func withTimerd(
+        _ arguments: [String], environment changes: [String: String?] = [:], directory: String, _ body: () throws -> Void
+    ) throws {
+        let notify = try NotifySocket(path: directory + "/notify-\(UInt32.random(in: 0...UInt32.max))")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: timerd)
+        process.arguments = arguments
+        var environment = ProcessInfo.processInfo.environment
+        for (key, value) in changes { environment[key] = value }
+        environment["NOTIFY_SOCKET"] = notify.path
+        process.environment = environment
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        defer {
+            kill(process.processIdentifier, SIGTERM)
+            process.waitUntilExit()
+        }
+        #expect(notify.waitFor("READY=1", timeout: 20))
+        try body()
+    }
+
     @Test func versionHelpAndUsageErrors() throws {
         let version = try Daemon.run(timerd, ["--version"])
         #expect(version.status == 0)
@@ -27,51 +50,25 @@ import Testing
         let directory = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let socket = directory + "/from-env.sock"
-        let notify = try NotifySocket(path: directory + "/notify")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: timerd)
-        process.arguments = ["--config", directory + "/missing-default-is-not-read.conf"]
-        var environment = ProcessInfo.processInfo.environment
-        environment["TIMERD_SOCKET"] = socket
-        environment["NOTIFY_SOCKET"] = notify.path
-        process.environment = environment
-        process.standardError = FileHandle.nullDevice
         // An explicit --config that does not exist is an error; write an empty one.
-        _ = FileManager.default.createFile(atPath: directory + "/missing-default-is-not-read.conf", contents: Data())
-        try process.run()
-        defer {
-            kill(process.processIdentifier, SIGTERM)
-            process.waitUntilExit()
+        _ = FileManager.default.createFile(atPath: directory + "/empty.conf", contents: Data())
+        try withTimerd(["--config", directory + "/empty.conf"], environment: ["TIMERD_SOCKET": socket], directory: directory) {
+            #expect(FileManager.default.fileExists(atPath: socket))
+            let ping = try Daemon.run(timerctl, ["ping"], environment: ["TIMERD_SOCKET": socket])
+            #expect(ping.status == 0)
+            #expect(ping.stdout == "pong\n")
         }
-        #expect(notify.waitFor("READY=1", timeout: 20))
-        #expect(FileManager.default.fileExists(atPath: socket))
-        let ping = try Daemon.run(timerctl, ["ping"], environment: ["TIMERD_SOCKET": socket])
-        #expect(ping.status == 0)
-        #expect(ping.stdout == "pong\n")
     }
 
     @Test func configSocketIsUsedWithoutFlagOrEnvironment() throws {
         let directory = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try "[daemon]\nsocket = relative.sock\n".write(toFile: directory + "/timerd.conf", atomically: true, encoding: .utf8)
-        let notify = try NotifySocket(path: directory + "/notify")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: timerd)
-        process.arguments = ["--config", directory + "/timerd.conf"]
-        var environment = ProcessInfo.processInfo.environment
-        environment.removeValue(forKey: "TIMERD_SOCKET")
-        environment["NOTIFY_SOCKET"] = notify.path
-        process.environment = environment
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        defer {
-            kill(process.processIdentifier, SIGTERM)
-            process.waitUntilExit()
+        try withTimerd(["--config", directory + "/timerd.conf"], environment: ["TIMERD_SOCKET": nil], directory: directory) {
+            // Relative to the config file's directory.
+            let ping = try Daemon.run(timerctl, ["--socket", directory + "/relative.sock", "ping"])
+            #expect(ping.status == 0)
         }
-        #expect(notify.waitFor("READY=1", timeout: 20))
-        // Relative to the config file's directory.
-        let ping = try Daemon.run(timerctl, ["--socket", directory + "/relative.sock", "ping"])
-        #expect(ping.status == 0)
     }
 
     @Test func aSecondDaemonOnTheSameSocketIsRefused() throws {
@@ -88,20 +85,9 @@ import Testing
         // SIGKILL leaves the socket file behind.
         #expect(first.stop(signal: SIGKILL) == SIGKILL)
         #expect(FileManager.default.fileExists(atPath: socket))
-        let notify = try NotifySocket(path: first.directory + "/notify2")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: timerd)
-        process.arguments = ["--socket", socket, "--config", first.directory + "/absent.conf"]
-        var environment = ProcessInfo.processInfo.environment
-        environment["NOTIFY_SOCKET"] = notify.path
-        process.environment = environment
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        defer {
-            kill(process.processIdentifier, SIGTERM)
-            process.waitUntilExit()
+        try withTimerd(["--socket", socket, "--config", first.directory + "/absent.conf"], directory: first.directory) {
+            let reply = try Client(path: socket).request("PING")
+            #expect(reply == "OK")
         }
-        #expect(notify.waitFor("READY=1", timeout: 20))
-        #expect(try Client(path: socket).request("PING") == "OK")
     }
 }
