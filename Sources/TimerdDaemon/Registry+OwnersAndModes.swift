@@ -96,10 +96,12 @@ extension Registry {
                 guard var job = jobs[name], let held = job.heldFire, Mode.includes(job.spec.modes, mode) else { continue }
                 job.heldFire = nil
                 job.heldSince = nil
+                job.acceptedFires -= 1  // `fire` counts it again, now that it is really handled
                 jobs[name] = job
                 released.append(name.rawValue)
                 log.info(job: name.rawValue, "held fire released (mode \(mode))")
-                _ = startOrWait(name, held)
+                // Through `fire`, so the overlap policy and the run cap apply as to any fire.
+                fire(name, scheduledMono: held.scheduledMono, kind: held.kind)
                 noteIfIdleAndFinished(name)
             }
             noteStatusChange()

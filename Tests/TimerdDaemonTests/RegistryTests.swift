@@ -237,4 +237,19 @@ func settle(_ registry: Registry) async {
         #expect(names.count == Registry.finishedRuntimeJobsKept)
         #expect(!names.contains("o0") && !names.contains("o4") && names.contains("o5"))
     }
+
+    @Test func aReleasedHeldFireFollowsTheOverlapPolicy() async throws {
+        try await registry.add(spec("h", ["every": "1h", "command": "true"]), origin: .runtime)
+        _ = await registry.switchMode(to: "maintenance")
+        await registry.fire(try JobName("h"), scheduledMono: SystemClock.monoNow(), kind: .scheduled)
+        #expect(try await registry.show(JobName("h")).held_since != nil)
+        #expect(launcher.count == 0, "held, not run")
+        _ = try await registry.runNow(JobName("h"))  // by hand: ignores the mode
+        #expect(launcher.count == 1)
+        let info = await registry.switchMode(to: "default")
+        #expect(info.released == ["h"])
+        #expect(launcher.count == 1, "run 1 is still going and overlap=skip: the released fire is skipped")
+        #expect(try await registry.show(JobName("h")).last_skip?.reason == "run 1 is still going (overlap=skip)")
+        #expect(try await registry.show(JobName("h")).held_since == nil)
+    }
 }
