@@ -13,6 +13,8 @@ package enum ClientError: Error, Equatable, Sendable {
     case closedWithoutReply(path: String)
     /// The reply line was not `OK…`/`ERR…`, or was too long.
     case badReply(path: String, String)
+    /// No reply within the timeout (`TIMERCTL_TIMEOUT`, default 30 s): timerd is wedged or overloaded.
+    case timedOut(path: String, seconds: Double)
 
     /// The stderr text, `timerctl: ` prefixed, ending in a newline; says which socket and how to start timerd.
     package var message: String {
@@ -41,6 +43,9 @@ package enum ClientError: Error, Equatable, Sendable {
             return "timerctl: timerd on \(path) closed the connection without replying (is it shutting down?)\n"
         case .badReply(let path, let why):
             return "timerctl: bad reply from timerd on \(path): \(why)\n"
+        case .timedOut(let path, let seconds):
+            let shown = seconds == seconds.rounded() ? String(Int(seconds)) : String(seconds)
+            return "timerctl: timerd on \(path) did not answer within \(shown)s (set TIMERCTL_TIMEOUT to wait longer)\n"
         }
     }
 }
@@ -50,11 +55,22 @@ package enum DaemonClient {
     /// Replies longer than this are refused (a full `LIST` is well below it).
     static let maxReplyBytes = 64 << 20
 
+    /// How long to wait for a reply unless `TIMERCTL_TIMEOUT` says otherwise.
+    package static let defaultTimeout = 30.0
+
+    /// The timeout in `TIMERCTL_TIMEOUT` (seconds, > 0), else ``defaultTimeout``.
+    package static func timeout(from environment: [String: String]) -> Double {
+        guard let text = environment["TIMERCTL_TIMEOUT"], let value = Double(text), value > 0, value.isFinite else {
+            return defaultTimeout
+        }
+        return value
+    }
+
     /// Connects to `path`, writes `request` and a newline, reads up to the first newline and parses it.
-    /// Blocks until timerd answers.
+    /// Waits at most `timeout` seconds for each part of the reply.
     ///
     /// - Throws: ``ClientError``.
-    package static func send(_ request: Request, to path: String) throws(ClientError) -> Reply {
+    package static func send(_ request: Request, to path: String, timeout: Double = defaultTimeout) throws(ClientError) -> Reply {
         let socket: FileDescriptor
         do {
             socket = try UnixSocket.connect(path: path)
@@ -68,8 +84,16 @@ package enum DaemonClient {
             throw .sendFailed(path: path, error)
         }
         var framer = LineFramer(maxLineBytes: maxReplyBytes)
+        let milliseconds = Int32(min(timeout * 1000, Double(Int32.max)).rounded(.up))
         while true {
             let chunk: [UInt8]
+            let readable: Bool
+            do {
+                readable = try socket.waitReadable(timeoutMilliseconds: milliseconds)
+            } catch {
+                throw .receiveFailed(path: path, error)
+            }
+            guard readable else { throw .timedOut(path: path, seconds: timeout) }
             do {
                 chunk = try socket.read(upToCount: 65536)
             } catch .connectionReset {

@@ -37,7 +37,9 @@ package enum Timerctl {
                 },
                 stdout: { try? FileDescriptor.standardOutput.writeAll($0) },
                 stderr: { CurrentProcess.writeToStderr($0) },
-                send: { (request, path) throws(ClientError) in try DaemonClient.send(request, to: path) })
+                send: { (request, path) throws(ClientError) in
+                    try DaemonClient.send(request, to: path, timeout: DaemonClient.timeout(from: environment))
+                })
         }
     }
 
