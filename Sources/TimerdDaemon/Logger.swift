@@ -147,17 +147,19 @@ package final class QueuedLogSink: LogSink {
 /// `sd_journal_sendv` from Swift (the variadic `sd_journal_send` cannot be called).
 enum Journal {
     static func send(_ fields: [String]) {
-        var buffers = fields.map { Array($0.utf8) }
-        var vectors: [iovec] = []
-        vectors.reserveCapacity(buffers.count)
-        // Pointers stay valid for the call: the buffers are not mutated until it returns.
-        for index in buffers.indices {
-            buffers[index].withUnsafeMutableBytes { raw in
-                vectors.append(iovec(iov_base: raw.baseAddress, iov_len: raw.count))
-            }
+        // One buffer holding every field, so every iovec points into memory valid for the whole call.
+        var storage: [UInt8] = []
+        var ranges: [Range<Int>] = []
+        for field in fields {
+            let start = storage.count
+            storage.append(contentsOf: field.utf8)
+            ranges.append(start..<storage.count)
         }
-        _ = withExtendedLifetime(buffers) {
-            vectors.withUnsafeBufferPointer { sd_journal_sendv($0.baseAddress, Int32($0.count)) }
+        storage.withUnsafeMutableBytes { raw in
+            let vectors = ranges.map { range in
+                iovec(iov_base: raw.baseAddress.map { $0 + range.lowerBound }, iov_len: range.count)
+            }
+            _ = vectors.withUnsafeBufferPointer { sd_journal_sendv($0.baseAddress, Int32($0.count)) }
         }
     }
 }
