@@ -40,7 +40,7 @@ _timerctl_job_values() {
 }
 
 _timerctl() {
-    local verbs="add exec cancel pause resume run list show reload mode ping version help"
+    local verbs="add exec cancel pause resume run list show reload mode stats ping version help"
     local owner_flags="--owner --owner-pid --tag --modes"
     local job_flags="--every --start --in --at --count --leeway --command --argv --timeout --kill-grace --overlap --env --meta --cwd $owner_flags"
     local exec_flags="--start --interval --repeats --async --count --leeway --command --argv --timeout --kill-grace --env --meta --cwd $owner_flags"
@@ -169,7 +169,7 @@ _timerctl() {
                 fi
                 [[ $verb == resume ]] && flags+=" $resume_flags" ;;
             list) [[ -n $tagged ]] && flags+=" --json" || flags+=" --tag --json" ;;
-            run | show | reload | mode | version) flags+=" --json" ;;
+            run | show | reload | mode | stats | version) flags+=" --json" ;;
         esac
         mapfile -t COMPREPLY < <(compgen -W "$flags" -- "$cur")
         return 0

@@ -3,7 +3,7 @@ import TimerdProtocol
 
 /// The verbs of `timerctl`, with everything help and the parser need to know about each.
 package enum CLIVerb: String, CaseIterable, Sendable {
-    case add, exec, cancel, pause, resume, run, list, show, reload, mode, ping, version, help
+    case add, exec, cancel, pause, resume, run, list, show, reload, mode, stats, ping, version, help
 
     /// How many job names (positional words) a verb takes.
     package enum Names: Sendable {
@@ -27,6 +27,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .show: .show
         case .reload: .reload
         case .mode: .mode
+        case .stats: .stats
         case .ping: .ping
         case .version: .version
         case .help: nil
@@ -46,6 +47,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .show: "Show one job in detail, with its last run and output."
         case .reload: "Re-read the config files and apply the changes."
         case .mode: "Show or switch the daemon's mode (jobs not in it hold their fires)."
+        case .stats: "Show the daemon's counters: jobs, runs, lateness percentiles, requests, memory, uptime."
         case .ping: "Check that timerd answers."
         case .version: "Print the versions of timerctl and timerd."
         case .help: "Show help for timerctl or for one verb."
@@ -73,6 +75,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .show: ["show NAME [--json]"]
         case .reload: ["reload [--json]"]
         case .mode: ["mode [NAME] [--json]"]
+        case .stats: ["stats [--json]"]
         case .ping: ["ping"]
         case .version: ["version [--json]"]
         case .help: ["help [VERB]"]
@@ -115,6 +118,12 @@ package enum CLIVerb: String, CaseIterable, Sendable {
                 "that mode and prints the jobs whose held fires it released. A job fires in the modes of",
                 "its --modes (default: default; common: every mode); in other modes its fires wait.",
             ]
+        case .stats:
+            [
+                "lateness is how long after its scheduled time timerd handled a fire; exec is how long a",
+                "run took from its start to its process running. Both are percentiles in milliseconds over",
+                "the window timerd reports (e.g. the last 5m). memory is timerd's resident set size.",
+            ]
         case .version: ["Prints timerctl's version, then asks timerd for its own."]
         case .show, .ping, .help: []
         }
@@ -132,7 +141,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         switch self {
         case .add, .run, .show: .one
         case .cancel, .pause, .resume: .oneOrMore
-        case .exec, .list, .reload, .ping, .version: .none
+        case .exec, .list, .reload, .stats, .ping, .version: .none
         case .mode: .optionalOne
         case .help: .optionalTopic
         }
@@ -142,7 +151,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
     package var selectsByTag: Bool {
         switch self {
         case .cancel, .pause, .resume, .list: true
-        case .add, .exec, .run, .show, .reload, .mode, .ping, .version, .help: false
+        case .add, .exec, .run, .show, .reload, .mode, .stats, .ping, .version, .help: false
         }
     }
 
@@ -152,7 +161,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
     /// True when `--json` changes what the verb prints (listed in its help).
     package var hasJSONOutput: Bool {
         switch self {
-        case .exec, .run, .list, .show, .reload, .mode, .version: true
+        case .exec, .run, .list, .show, .reload, .mode, .stats, .version: true
         case .cancel, .pause, .resume: true  // with --tag
         case .add, .ping, .help: false
         }
@@ -198,7 +207,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .cancel: return [Flag.tag("Cancel every job tagged TAG instead of named ones.")]
         case .pause: return [Flag.tag("Pause every job tagged TAG instead of named ones.")]
         case .list: return [Flag.tag("List only the jobs tagged TAG.")]
-        case .run, .show, .reload, .mode, .ping, .version, .help:
+        case .run, .show, .reload, .mode, .stats, .ping, .version, .help:
             return []
         }
     }

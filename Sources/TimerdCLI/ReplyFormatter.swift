@@ -19,8 +19,8 @@ package struct Rendered: Equatable, Sendable {
 /// `ERR` → `timerctl: <message> (<code>)` on stderr, status 1. `OK` → per verb: nothing for add, cancel,
 /// pause and resume (with `--tag`: the jobs acted on, one per line, or a note on stderr when there were
 /// none); `pong`; the generated name (exec); the run status (run); the table (list); the block (show);
-/// a summary line (reload); the mode and its held or released jobs (mode); the daemon's version line
-/// (version). With `--json` the payload is printed as received, one line. A payload that does not
+/// a summary line (reload); the mode and its held or released jobs (mode); the counters block
+/// (stats); the daemon's version line (version). With `--json` the payload is printed as received, one line. A payload that does not
 /// decode is printed raw.
 package enum ReplyFormatter {
     /// timerctl's own version, shown by `version`.
@@ -64,6 +64,7 @@ package enum ReplyFormatter {
         case .reload: text = (try? Payload.decode(ReloadReply.self, from: payload)).map { reloadSummary($0) + "\n" }
         case .version: text = (try? Payload.decode(VersionReply.self, from: payload)).map { "timerd \($0.version) (protocol \($0.protocol))\n" }
         case .mode: text = (try? Payload.decode(ModeInfo.self, from: payload)).map { modeText($0, now: now) }
+        case .stats: text = (try? Payload.decode(DaemonStats.self, from: payload)).map(StatsText.block)
         case .cancel, .pause, .resume:
             guard command.taggedAction != nil else { return "" }
             text = (try? Payload.decode(TagResult.self, from: payload)).map { $0.jobs.map { $0 + "\n" }.joined() }

@@ -1,3 +1,4 @@
+import Synchronization
 import TimerdCore
 import TimerdProtocol
 
@@ -6,6 +7,8 @@ import TimerdProtocol
 /// Bad input of any kind becomes an `ERR` reply; nothing here can stop the daemon or a connection.
 struct ControlHandler: Sendable {
     let registry: Registry
+    /// Requests answered so far (for `STATS`).
+    let requests = RequestCounter()
     /// Re-reads the config files and applies them (owned by the daemon, which knows the paths).
     let reload: @Sendable () async throws(TimerdError) -> ReloadSummary
 
@@ -27,10 +30,12 @@ struct ControlHandler: Sendable {
         (.show, "SHOW NAME"),
         (.reload, "RELOAD"),
         (.mode, "MODE [NAME]"),
+        (.stats, "STATS"),
     ]
 
     /// Handles one line from control connection `connection` (the owner of `owner=connection` jobs).
     func handle(_ framed: FramedLine, connection: Int) async -> Reply {
+        requests.increment()
         switch framed {
         case .tooLong:
             return Reply(TimerdError(.lineTooLong, "request line longer than \(Limits.maxLineBytes) bytes; it was discarded"))
@@ -124,6 +129,9 @@ struct ControlHandler: Sendable {
             }
             try expect(request, names: 0...0)
             return .ok(Payload.encode(await registry.list()))
+        case .stats:
+            try expect(request, names: 0...0)
+            return .ok(Payload.encode(await registry.stats(requests: requests.value, version: Self.version)))
         case .mode:
             let words = try expect(request, names: 0...1)
             guard let name = words.first else { return .ok(Payload.encode(await registry.modeInfo())) }
@@ -183,4 +191,11 @@ struct ControlHandler: Sendable {
         for word in request.positionals { result.append(try JobName(word)) }
         return result
     }
+}
+
+/// A counter shared by every copy of the handler.
+final class RequestCounter: Sendable {
+    private let count = Atomic<Int>(0)
+    func increment() { count.add(1, ordering: .relaxed) }
+    var value: Int { count.load(ordering: .relaxed) }
 }

@@ -99,6 +99,7 @@ extension Registry {
             job.nextWall = nil
         }
         jobs[name] = job
+        lateness.record(Int64(bitPattern: now &- scheduled), at: now)
         fire(name, scheduledMono: scheduled, kind: .scheduled)
         continueSchedule(name)
     }
@@ -216,8 +217,13 @@ extension Registry {
         switch event {
         case .started(let pid):
             log.debug(job: name.rawValue, run: runID, "started, pid \(pid)")
+            if let run = jobs[name]?.active.first(where: { $0.id == runID }), jobs[name]?.id == jobID {
+                let now = SystemClock.monoNow()
+                execLatency.record(Int64(bitPattern: now &- run.startedMono), at: now)
+            }
         case .finished(let outcome):
             runningTotal -= 1
+            runsByResult[outcome.result, default: 0] += 1
             noteStatusChange()
             let summary = "\(outcome.result.rawValue): \(outcome.reason) after \(DurationText.format(.milliseconds(Int64(outcome.durationNs / 1_000_000))))"
             if var job = jobs[name], job.id == jobID {
@@ -259,6 +265,7 @@ extension Registry {
     /// Records fires that did not run, with the reason users will ask for.
     func noteSkip(_ name: JobName, count: Int, reason: String) {
         guard var job = jobs[name] else { return }
+        skippedTotal += count
         job.skipped += count
         job.lastSkip = (SystemClock.wallNow(), reason)
         jobs[name] = job

@@ -29,6 +29,16 @@ actor Registry {
     var shuttingDown = false
     /// The daemon's mode (like a run loop's): jobs not in it hold their fires. Survives reloads.
     var currentMode = Mode.defaultName
+
+    // Measurements for STATS (see Registry+Stats.swift).
+    /// Scheduled time to timer handler, per scheduled fire (ns).
+    var lateness = SlidingWindow(span: Registry.statsWindow, capacity: 100_000)
+    /// Start of a run to its process running (ns).
+    var execLatency = SlidingWindow(span: Registry.statsWindow, capacity: 100_000)
+    var runsByResult: [RunOutcome.Result: Int] = [:]
+    var skippedTotal = 0
+    let startedMono = SystemClock.monoNow()
+    static let statsWindow = Duration.seconds(300)
     /// Told about status changes (systemd's `STATUS=`); see `Registry+Status.swift`.
     var statusObserver: (@Sendable (String) -> Void)?
     var statusUpdatePending = false

@@ -144,6 +144,81 @@ public struct TagResult: Codable, Equatable, Sendable {
     public init(jobs: [String]) { self.jobs = jobs }
 }
 
+/// The `STATS` reply: counters an operator needs (see `docs/protocol.md`).
+public struct DaemonStats: Codable, Equatable, Sendable {
+    public struct JobCounts: Codable, Equatable, Sendable {
+        public var scheduled = 0, paused = 0, finished = 0
+        public init() {}
+    }
+
+    public struct RunCounts: Codable, Equatable, Sendable {
+        public var ok = 0, failed = 0, timeout = 0, killed = 0
+        public init() {}
+    }
+
+    /// Percentiles in milliseconds over the last `window_seconds` (null without samples).
+    public struct Percentiles: Codable, Equatable, Sendable {
+        public var window_seconds: Double
+        public var samples: Int
+        public var p50: Double?
+        public var p90: Double?
+        public var p99: Double?
+        public var max: Double?
+
+        public init(window_seconds: Double, samples: Int, p50: Double?, p90: Double?, p99: Double?, max: Double?) {
+            self.window_seconds = window_seconds
+            self.samples = samples
+            self.p50 = p50
+            self.p90 = p90
+            self.p99 = p99
+            self.max = max
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(window_seconds, forKey: .window_seconds)
+            try c.encode(samples, forKey: .samples)
+            try c.encode(p50, forKey: .p50)
+            try c.encode(p90, forKey: .p90)
+            try c.encode(p99, forKey: .p99)
+            try c.encode(max, forKey: .max)
+        }
+    }
+
+    public var jobs: JobCounts
+    public var runs: RunCounts
+    public var running: Int
+    public var pending: Int
+    public var skipped: Int
+    /// Scheduled fire to timer handler (how late timerd noticed the fire).
+    public var lateness_ms: Percentiles
+    /// Start of a run to its process running (spawn cost), for commands.
+    public var exec_ms: Percentiles
+    public var requests: Int
+    public var rss_bytes: UInt64
+    public var uptime_seconds: Double
+    public var mode: String
+    public var version: String
+
+    public init(
+        jobs: JobCounts, runs: RunCounts, running: Int, pending: Int, skipped: Int, lateness_ms: Percentiles,
+        exec_ms: Percentiles, requests: Int, rss_bytes: UInt64, uptime_seconds: Double, mode: String, version: String
+    ) {
+        self.jobs = jobs
+        self.runs = runs
+        self.running = running
+        self.pending = pending
+        self.skipped = skipped
+        self.lateness_ms = lateness_ms
+        self.exec_ms = exec_ms
+        self.requests = requests
+        self.rss_bytes = rss_bytes
+        self.uptime_seconds = uptime_seconds
+        self.mode = mode
+        self.version = version
+    }
+}
+
 /// JSON helpers for reply payloads: one line, UTF-8.
 public enum Payload {
     public static func encode<T: Encodable>(_ value: T) -> String {

@@ -26,6 +26,7 @@ struct CommandParserTests {
         (["version"], "VERSION"),
         (["mode"], "MODE"),
         (["mode", "maintenance"], "MODE maintenance"),
+        (["stats"], "STATS"),
     ])
     func verbs(arguments: [String], line: String) throws {
         #expect(try request(arguments).encode() == line)

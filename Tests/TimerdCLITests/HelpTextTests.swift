@@ -20,13 +20,14 @@ struct HelpTextTests {
               show     Show one job in detail, with its last run and output.
               reload   Re-read the config files and apply the changes.
               mode     Show or switch the daemon's mode (jobs not in it hold their fires).
+              stats    Show the daemon's counters: jobs, runs, lateness percentiles, requests, memory, uptime.
               ping     Check that timerd answers.
               version  Print the versions of timerctl and timerd.
               help     Show help for timerctl or for one verb.
 
             Options:
               --socket PATH  Talk to timerd on PATH (default: see Socket below).
-              --json         Print replies as JSON (exec, run, list, show, reload, mode, version, pause/resume/cancel --tag).
+              --json         Print replies as JSON (exec, run, list, show, reload, mode, stats, version, pause/resume/cancel --tag).
               -h, --help     Show help; 'timerctl help VERB' shows a verb's options.
 
             Socket: --socket, else $TIMERD_SOCKET, else /run/timerd/timerd.sock for root and
@@ -139,9 +140,25 @@ struct HelpTextTests {
 
             """
 
+    static let stats = """
+            Usage: timerctl stats [--json]
+
+            Show the daemon's counters: jobs, runs, lateness percentiles, requests, memory, uptime.
+
+            lateness is how long after its scheduled time timerd handled a fire; exec is how long a
+            run took from its start to its process running. Both are percentiles in milliseconds over
+            the window timerd reports (e.g. the last 5m). memory is timerd's resident set size.
+
+            Options:
+              --json         Print the reply as JSON.
+              --socket PATH  Talk to timerd on PATH (see 'timerctl --help').
+              -h, --help     Show this help.
+
+            """
+
     @Test("golden help of the verbs with tag and mode options", arguments: [
         (CLIVerb.resume, HelpTextTests.resume), (.list, HelpTextTests.list), (.mode, HelpTextTests.mode),
-        (.pause, HelpTextTests.pause),
+        (.pause, HelpTextTests.pause), (.stats, HelpTextTests.stats),
     ])
     func tagAndModeHelp(verb: CLIVerb, text: String) {
         #expect(HelpText.verb(verb) == text)

@@ -1,0 +1,38 @@
+import TimerdCore
+import TimerdProtocol
+import TimerdSystem
+
+extension Registry {
+    /// The `STATS` counters. `requests` is counted by the control handler, outside the registry.
+    func stats(requests: Int, version: String) -> DaemonStats {
+        var jobCounts = DaemonStats.JobCounts()
+        var pending = 0
+        for job in jobs.values {
+            switch job.state {
+            case .scheduled: jobCounts.scheduled += 1
+            case .paused: jobCounts.paused += 1
+            case .finished: jobCounts.finished += 1
+            }
+            pending += (job.queued == nil ? 0 : 1) + job.waitingForSlot
+        }
+        var runCounts = DaemonStats.RunCounts()
+        runCounts.ok = runsByResult[.ok] ?? 0
+        runCounts.failed = runsByResult[.failed] ?? 0
+        runCounts.timeout = runsByResult[.timeout] ?? 0
+        runCounts.killed = runsByResult[.killed] ?? 0
+        let now = SystemClock.monoNow()
+        return DaemonStats(
+            jobs: jobCounts, runs: runCounts, running: runningTotal, pending: pending, skipped: skippedTotal,
+            lateness_ms: Self.percentiles(lateness.summary(now: now)),
+            exec_ms: Self.percentiles(execLatency.summary(now: now)),
+            requests: requests, rss_bytes: (try? CurrentProcess.residentSetBytes()) ?? 0,
+            uptime_seconds: Double(now &- startedMono) / 1e9, mode: currentMode, version: version)
+    }
+
+    private static func percentiles(_ summary: SlidingWindow.Summary) -> DaemonStats.Percentiles {
+        func ms(_ ns: Int64?) -> Double? { ns.map { Double($0) / 1_000_000 } }
+        return DaemonStats.Percentiles(
+            window_seconds: Double(statsWindow.nanoseconds) / 1e9, samples: summary.count, p50: ms(summary.p50),
+            p90: ms(summary.p90), p99: ms(summary.p99), max: ms(summary.max))
+    }
+}
