@@ -40,7 +40,7 @@ _timerctl_job_values() {
 }
 
 _timerctl() {
-    local verbs="add exec cancel pause resume run list show reload mode stats ping version help"
+    local verbs="add exec cancel pause resume run list show reload mode stats watch ping version help"
     local owner_flags="--owner --owner-pid --tag --modes"
     local job_flags="--every --start --in --at --count --leeway --command --argv --timeout --kill-grace --overlap --env --meta --cwd $owner_flags"
     local exec_flags="--start --interval --repeats --async --count --leeway --command --argv --timeout --kill-grace --env --meta --cwd $owner_flags"
@@ -169,6 +169,10 @@ _timerctl() {
                 fi
                 [[ $verb == resume ]] && flags+=" $resume_flags" ;;
             list) [[ -n $tagged ]] && flags+=" --json" || flags+=" --tag --json" ;;
+            watch)
+                # One job name or one --tag, or neither.
+                [[ -z $tagged && ${#given[@]} -eq 0 ]] && flags+=" --tag"
+                flags+=" --json" ;;
             run | show | reload | mode | stats | version) flags+=" --json" ;;
         esac
         mapfile -t COMPREPLY < <(compgen -W "$flags" -- "$cur")
@@ -182,8 +186,8 @@ _timerctl() {
             # The modes the jobs name ("common" is not a mode to switch to).
             ((${#given[@]} == 0)) &&
                 mapfile -t COMPREPLY < <(compgen -W "$(_timerctl_job_values "$prog" "$socket" modes default | grep -vx common)" -- "$cur") ;;
-        run | show | cancel | pause | resume)
-            if [[ ($verb == run || $verb == show) && ${#given[@]} -gt 0 ]]; then
+        run | show | watch | cancel | pause | resume)
+            if [[ ($verb == run || $verb == show || $verb == watch) && ${#given[@]} -gt 0 ]]; then
                 return 0
             fi
             # Names or --tag, not both.

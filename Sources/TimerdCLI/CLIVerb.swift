@@ -3,13 +3,15 @@ import TimerdProtocol
 
 /// The verbs of `timerctl`, with everything help and the parser need to know about each.
 package enum CLIVerb: String, CaseIterable, Sendable {
-    case add, exec, cancel, pause, resume, run, list, show, reload, mode, stats, ping, version, help
+    case add, exec, cancel, pause, resume, run, list, show, reload, mode, stats, watch, ping, version, help
 
     /// How many job names (positional words) a verb takes.
     package enum Names: Sendable {
         case none, one, oneOrMore
         /// `mode [NAME]`: at most one word, not a job name.
         case optionalOne
+        /// `watch [NAME]`: at most one job name.
+        case optionalJob
         /// `help [VERB]`: at most one word, a verb name.
         case optionalTopic
     }
@@ -28,6 +30,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .reload: .reload
         case .mode: .mode
         case .stats: .stats
+        case .watch: .watch
         case .ping: .ping
         case .version: .version
         case .help: nil
@@ -48,6 +51,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .reload: "Re-read the config files and apply the changes."
         case .mode: "Show or switch the daemon's mode (jobs not in it hold their fires)."
         case .stats: "Show the daemon's counters: jobs, runs, lateness percentiles, requests, memory, uptime."
+        case .watch: "Follow what happens to jobs as it happens: fires, runs, skips, changes."
         case .ping: "Check that timerd answers."
         case .version: "Print the versions of timerctl and timerd."
         case .help: "Show help for timerctl or for one verb."
@@ -76,6 +80,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .reload: ["reload [--json]"]
         case .mode: ["mode [NAME] [--json]"]
         case .stats: ["stats [--json]"]
+        case .watch: ["watch [NAME | --tag TAG] [--json]"]
         case .ping: ["ping"]
         case .version: ["version [--json]"]
         case .help: ["help [VERB]"]
@@ -124,6 +129,12 @@ package enum CLIVerb: String, CaseIterable, Sendable {
                 "run took from its start to its process running. Both are percentiles in milliseconds over",
                 "the window timerd reports (e.g. the last 5m). memory is timerd's resident set size.",
             ]
+        case .watch:
+            [
+                "Prints one line per event (fired, started, finished, skipped, added, cancelled, paused,",
+                "resumed) of every job, of job NAME, or of the jobs tagged TAG, with its local time, until",
+                "interrupted (Ctrl-C) or until timerd closes the watch (exit status 0, a note on stderr).",
+            ]
         case .version: ["Prints timerctl's version, then asks timerd for its own."]
         case .show, .ping, .help: []
         }
@@ -143,6 +154,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .cancel, .pause, .resume: .oneOrMore
         case .exec, .list, .reload, .stats, .ping, .version: .none
         case .mode: .optionalOne
+        case .watch: .optionalJob
         case .help: .optionalTopic
         }
     }
@@ -150,7 +162,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
     /// True when `--tag TAG` may stand for the job names (`PAUSE tag=T`, `LIST tag=T`).
     package var selectsByTag: Bool {
         switch self {
-        case .cancel, .pause, .resume, .list: true
+        case .cancel, .pause, .resume, .list, .watch: true
         case .add, .exec, .run, .show, .reload, .mode, .stats, .ping, .version, .help: false
         }
     }
@@ -161,7 +173,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
     /// True when `--json` changes what the verb prints (listed in its help).
     package var hasJSONOutput: Bool {
         switch self {
-        case .exec, .run, .list, .show, .reload, .mode, .stats, .version: true
+        case .exec, .run, .list, .show, .reload, .mode, .stats, .watch, .version: true
         case .cancel, .pause, .resume: true  // with --tag
         case .add, .ping, .help: false
         }
@@ -169,7 +181,11 @@ package enum CLIVerb: String, CaseIterable, Sendable {
 
     /// The `--json` line of the verb's help.
     package var jsonHelp: String {
-        selectsByTag && self != .list ? "With --tag: print the reply as JSON." : Flag.json.help
+        switch self {
+        case .cancel, .pause, .resume: "With --tag: print the reply as JSON."
+        case .watch: "Print each event as the JSON line timerd sends."
+        default: Flag.json.help
+        }
     }
 
     /// The verb's own flags (not `--json`, `--socket`, `--help`), in help order.
@@ -207,6 +223,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .cancel: return [Flag.tag("Cancel every job tagged TAG instead of named ones.")]
         case .pause: return [Flag.tag("Pause every job tagged TAG instead of named ones.")]
         case .list: return [Flag.tag("List only the jobs tagged TAG.")]
+        case .watch: return [Flag.tag("Watch only the jobs tagged TAG.")]
         case .run, .show, .reload, .mode, .stats, .ping, .version, .help:
             return []
         }

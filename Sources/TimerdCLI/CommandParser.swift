@@ -119,7 +119,7 @@ package enum CommandParser {
                 throw UsageError("give --tag only once (\(verb.rawValue) takes one tag)", verb: verb)
             }
             if !names.isEmpty, verb.names != .none {
-                throw UsageError("give job names or --tag, not both", verb: verb)
+                throw UsageError(verb.names == .optionalJob ? "give a job name or --tag, not both" : "give job names or --tag, not both", verb: verb)
             }
         }
         if !byTag || !names.isEmpty { try checkNames(names, verb: verb) }
@@ -152,7 +152,7 @@ package enum CommandParser {
         case .none: allowed = 0...0
         case .one: allowed = 1...1
         case .oneOrMore: allowed = 1...Int.max
-        case .optionalOne, .optionalTopic: allowed = 0...1
+        case .optionalOne, .optionalJob, .optionalTopic: allowed = 0...1
         }
         if names.count < allowed.lowerBound {
             if allowed.upperBound == 1 { throw UsageError("missing job name", verb: verb) }
@@ -174,6 +174,8 @@ package enum CommandParser {
                 message += " (\(verb.rawValue) takes no arguments)"
             } else if verb.names == .optionalOne {
                 message += " (\(verb.rawValue) takes at most one mode name)"
+            } else if verb.names == .optionalJob {
+                message += " (\(verb.rawValue) takes at most one job name, or --tag TAG)"
             }
             throw UsageError(message, verb: verb)
         }

@@ -114,6 +114,74 @@ package enum DaemonClient {
         }
     }
 
+    /// Longest event line accepted on a `WATCH` stream.
+    static let maxEventBytes = 1 << 20
+
+    /// Connects to `path`, writes `request`, reads the reply line (waiting at most `timeout` seconds
+    /// for it) and returns it. After an `OK` reply the connection is a stream of event lines: each is
+    /// passed to `onLine` (without its newline), waiting for them as long as it takes, until timerd
+    /// closes the connection or `onLine` returns false. After an `ERR` reply `onLine` is not called.
+    ///
+    /// - Throws: ``ClientError`` when there is no connection or no valid reply, or reading the stream
+    ///   fails. A reset connection after the reply counts as timerd closing the stream.
+    @discardableResult
+    package static func stream(
+        _ request: Request, to path: String, timeout: Double = defaultTimeout, onLine: (String) -> Bool
+    ) throws(ClientError) -> Reply {
+        let socket: FileDescriptor
+        do {
+            socket = try UnixSocket.connect(path: path)
+        } catch {
+            throw .cannotConnect(path: path, error)
+        }
+        defer { try? socket.close() }
+        do {
+            try socket.writeAll(request.encode() + "\n")
+        } catch {
+            throw .sendFailed(path: path, error)
+        }
+        var framer = LineFramer(maxLineBytes: maxEventBytes)
+        var reply: Reply?
+        let milliseconds = Int32(min(timeout * 1000, Double(Int32.max)).rounded(.up))
+        while true {
+            let readable: Bool
+            do {
+                // The timeout is for the reply only; events may be hours apart.
+                readable = try socket.waitReadable(timeoutMilliseconds: reply == nil ? milliseconds : -1)
+            } catch {
+                throw .receiveFailed(path: path, error)
+            }
+            guard readable else { throw .timedOut(path: path, seconds: timeout) }
+            let chunk: [UInt8]
+            do {
+                chunk = try socket.read(upToCount: 65536)
+            } catch .connectionReset {
+                chunk = []
+            } catch {
+                throw .receiveFailed(path: path, error)
+            }
+            let closed = chunk.isEmpty
+            // At the end a last line without its newline still counts.
+            let lines = closed ? framer.finish().map { [FramedLine.line($0)] } ?? [] : framer.append(chunk)
+            for framed in lines {
+                guard case .line(let line) = framed else {
+                    throw .badReply(path: path, "\(reply == nil ? "reply" : "event") longer than \(maxEventBytes) bytes")
+                }
+                guard let current = reply else {
+                    let first = try parse(line, path: path)
+                    reply = first
+                    if case .err = first { return first }
+                    continue
+                }
+                if !onLine(String(decoding: line, as: UTF8.self)) { return current }
+            }
+            if closed {
+                guard let reply else { throw .closedWithoutReply(path: path) }
+                return reply
+            }
+        }
+    }
+
     private static func parse(_ line: [UInt8], path: String) throws(ClientError) -> Reply {
         do {
             return try Reply.parse(line: line)

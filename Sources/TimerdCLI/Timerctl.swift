@@ -13,11 +13,21 @@ package enum Timerctl {
         package var stderr: (String) -> Void
         /// Sends one request to the socket at the given path and returns the reply.
         package var send: (Request, String) throws(ClientError) -> Reply
+        /// Sends a streaming request (`WATCH`) to the socket at the given path, passes each line after
+        /// the reply to the callback until it returns false or timerd closes, and returns the reply
+        /// (see ``DaemonClient/stream(_:to:timeout:onLine:)``).
+        package var stream: (Request, String, (String) -> Bool) throws(ClientError) -> Reply
+        /// Writes a streamed line to stdout; false when stdout is gone (e.g. a closed pipe).
+        package var writeLine: (String) -> Bool
 
+        /// Without `stream`, a streaming request gets its reply from `send` and no events; without
+        /// `writeLine`, lines go to `stdout`.
         package init(
             environment: [String: String], userID: UInt32, now: @escaping () -> WallTime,
             stdout: @escaping (String) -> Void, stderr: @escaping (String) -> Void,
-            send: @escaping (Request, String) throws(ClientError) -> Reply
+            send: @escaping (Request, String) throws(ClientError) -> Reply,
+            stream: ((Request, String, (String) -> Bool) throws(ClientError) -> Reply)? = nil,
+            writeLine: ((String) -> Bool)? = nil
         ) {
             self.environment = environment
             self.userID = userID
@@ -25,6 +35,16 @@ package enum Timerctl {
             self.stdout = stdout
             self.stderr = stderr
             self.send = send
+            if let stream {
+                self.stream = stream
+            } else {
+                self.stream = { (request, path, _) throws(ClientError) in try send(request, path) }
+            }
+            if let writeLine {
+                self.writeLine = writeLine
+            } else {
+                self.writeLine = { stdout($0); return true }
+            }
         }
 
         /// The real process: its uid, the wall clock, fds 1 and 2, and ``DaemonClient``.
@@ -39,7 +59,11 @@ package enum Timerctl {
                 stderr: { CurrentProcess.writeToStderr($0) },
                 send: { (request, path) throws(ClientError) in
                     try DaemonClient.send(request, to: path, timeout: DaemonClient.timeout(from: environment))
-                })
+                },
+                stream: { (request, path, onLine) throws(ClientError) in
+                    try DaemonClient.stream(request, to: path, timeout: DaemonClient.timeout(from: environment), onLine: onLine)
+                },
+                writeLine: { (try? FileDescriptor.standardOutput.writeAll($0)) != nil })
         }
     }
 
@@ -71,6 +95,7 @@ package enum Timerctl {
         case .send(let request):
             if command.verb == .version, command.output == .text { context.stdout(ReplyFormatter.clientVersionLine) }
             let path = SocketPath.resolve(flag: command.socket, environment: context.environment, userID: context.userID)
+            if command.verb == .watch { return watch(request, path: path, command: command, context: context) }
             let reply: Reply
             do {
                 reply = try context.send(request, path)
@@ -83,5 +108,31 @@ package enum Timerctl {
             if !rendered.stderr.isEmpty { context.stderr(rendered.stderr) }
             return rendered.status
         }
+    }
+
+    /// `watch`: prints each event line (verbatim with `--json`) until timerd closes the stream (a note
+    /// on stderr, status 0) or stdout goes away (status 0, nothing more); an `ERR` reply is status 1.
+    private static func watch(_ request: Request, path: String, command: Command, context: Context) -> Int32 {
+        var lastLine: String?
+        var stdoutGone = false
+        let reply: Reply
+        do {
+            reply = try context.stream(request, path) { line in
+                lastLine = line
+                let text = command.output == .json ? line + "\n" : WatchText.line(line)
+                stdoutGone = !context.writeLine(text)
+                return !stdoutGone
+            }
+        } catch {
+            context.stderr(error.message)
+            return ExitStatus.unreachable
+        }
+        if case .err = reply {
+            let rendered = ReplyFormatter.render(reply, for: command, now: context.now())
+            context.stderr(rendered.stderr)
+            return rendered.status
+        }
+        if !stdoutGone { context.stderr(WatchText.closedNote(lastLine: lastLine)) }
+        return ExitStatus.success
     }
 }

@@ -26,12 +26,20 @@ actor Connection {
     private var busy = false
     private var readEOF = false
     private var closed = false
+    /// After an accepted WATCH: events stream out, further input is ignored.
+    private var streaming = false
+    /// A dropped watcher: only the drop notice is still to be written, then the connection closes.
+    private var dropping = false
+    private let registry: Registry
 
     private static let maxQueuedRequests = 64
     private static let maxQueuedReplyBytes = 1 << 20
+    /// A watcher that lets this much pile up is too slow and is dropped (the daemon never waits for it).
+    private static let maxWatchBacklogBytes = 256 << 10
 
     init(id: Int, fd: FileDescriptor, executor: QueueExecutor, handler: ControlHandler, log: Logger,
          onClose: @escaping @Sendable (Int) -> Void) {
+        self.registry = handler.registry
         self.id = id
         self.fd = fd
         self.executor = executor
@@ -97,7 +105,9 @@ actor Connection {
             }
             return
         }
-        requests += framer.append(chunk)
+        let lines = framer.append(chunk)
+        if streaming || dropping { return }  // a watcher's input is ignored
+        requests += lines
         pump()
     }
 
@@ -110,23 +120,67 @@ actor Connection {
         let handler = self.handler
         let id = self.id
         Task {
-            let reply = await handler.handle(line, connection: id)
-            self.replied(reply)
+            let (reply, watch) = await handler.handleWatching(line, connection: id)
+            self.replied(reply, watch: watch)
         }
     }
 
-    private func replied(_ reply: Reply) {
+    private func replied(_ reply: Reply, watch: WatchFilter? = nil) {
         busy = false
         guard !closed else { return }
         out += Array((reply.encode() + "\n").utf8)
         flush()
-        pump()
+        if let watch {
+            startStreaming(watch)
+        } else {
+            pump()
+        }
         updateInterest()
         closeIfDone()
     }
 
+    // MARK: - WATCH
+
+    private func startStreaming(_ filter: WatchFilter) {
+        streaming = true
+        requests.removeAll()
+        let queue = executor.queue
+        let registry = self.registry
+        let id = self.id
+        Task {
+            await registry.addWatcher(id, filter: filter) { [self] line in
+                queue.async { self.assumeIsolated { $0.pushEvent(line) } }
+            }
+        }
+    }
+
+    private func pushEvent(_ line: String) {
+        guard streaming, !closed else { return }
+        guard out.count < Self.maxWatchBacklogBytes else {
+            log.warning("control connection \(id): watcher dropped: it read too slowly (\(out.count) bytes waiting)")
+            // Keep the line being written (if any), drop the unsent backlog, and end with the notice.
+            let keep = out.firstIndex(of: UInt8(ascii: "\n")).map { $0 + 1 } ?? out.count
+            out.removeSubrange(keep...)
+            out += Array((Payload.encode(WatchEvent(
+                at: RFC3339.format(SystemClock.wallNow()), event: "dropped",
+                reason: "this watcher read too slowly; timerd does not wait for watchers")) + "\n").utf8)
+            streaming = false
+            dropping = true
+            Task { await registry.removeWatcher(id) }
+            flush()
+            // Close once the notice is out, or after 10 s if the client never reads it.
+            executor.queue.asyncAfter(deadline: .now() + .seconds(10)) { [self] in self.assumeIsolated { $0.close() } }
+            updateInterest()
+            return closeIfDone()
+        }
+        out += Array((line + "\n").utf8)
+        flush()
+        updateInterest()
+    }
+
     private func closeIfDone() {
         if readEOF, !busy, requests.isEmpty, out.isEmpty { close() }
+        if dropping, out.isEmpty { close() }
     }
 
     // MARK: - Writing

@@ -31,10 +31,38 @@ struct ControlHandler: Sendable {
         (.reload, "RELOAD"),
         (.mode, "MODE [NAME]"),
         (.stats, "STATS"),
+        (.watch, "WATCH [NAME | tag=TAG]"),
     ]
 
     /// Handles one line from control connection `connection` (the owner of `owner=connection` jobs).
     func handle(_ framed: FramedLine, connection: Int) async -> Reply {
+        await handleWatching(framed, connection: connection).reply
+    }
+
+    /// Like `handle`, and also says when the request was an accepted `WATCH`: the connection then turns
+    /// into a stream of events matching the filter.
+    func handleWatching(_ framed: FramedLine, connection: Int) async -> (reply: Reply, watch: WatchFilter?) {
+        if case .line(let bytes) = framed, let request = try? Request.parse(line: bytes), request.verb == .watch {
+            requests.increment()
+            do {
+                let filter = try await watchFilter(request)
+                return (.ok(Payload.encode(["watching": filter.label])), filter)
+            } catch {
+                return (Reply(error), nil)
+            }
+        }
+        return (await handleOne(framed, connection: connection), nil)
+    }
+
+    private func watchFilter(_ request: Request) async throws(TimerdError) -> WatchFilter {
+        if let tag = try tagOption(request) { return .tag(tag) }
+        let names = try expect(request, names: 0...1)
+        guard let name = names.first else { return .all }
+        _ = try await registry.show(name)  // no-such-job for an unknown name
+        return .job(name)
+    }
+
+    private func handleOne(_ framed: FramedLine, connection: Int) async -> Reply {
         requests.increment()
         switch framed {
         case .tooLong:
@@ -129,6 +157,9 @@ struct ControlHandler: Sendable {
             }
             try expect(request, names: 0...0)
             return .ok(Payload.encode(await registry.list()))
+        case .watch:
+            // Handled by `handleWatching` (it changes the connection); reaching here is a bug.
+            throw TimerdError(.internal, "WATCH must go through handleWatching")
         case .stats:
             try expect(request, names: 0...0)
             return .ok(Payload.encode(await registry.stats(requests: requests.value, version: Self.version)))

@@ -100,6 +100,7 @@ extension Registry {
         }
         jobs[name] = job
         lateness.record(Int64(bitPattern: now &- scheduled), at: now)
+        emit("fired", job: name, scheduledAt: wallTime(ofMono: scheduled))
         fire(name, scheduledMono: scheduled, kind: .scheduled)
         continueSchedule(name)
     }
@@ -217,6 +218,7 @@ extension Registry {
         switch event {
         case .started(let pid):
             log.debug(job: name.rawValue, run: runID, "started, pid \(pid)")
+            emit("started", job: name, run: runID)
             if let run = jobs[name]?.active.first(where: { $0.id == runID }), jobs[name]?.id == jobID {
                 let now = SystemClock.monoNow()
                 execLatency.record(Int64(bitPattern: now &- run.startedMono), at: now)
@@ -230,6 +232,8 @@ extension Registry {
                 job.active.removeAll { $0.id == runID }
                 job.lastOutcome = (runID, outcome)
                 jobs[name] = job
+                emit("finished", job: name, run: runID, result: outcome.result.rawValue, exitCode: outcome.exitCode,
+                     reason: outcome.reason)
                 log.log(outcome.result == .ok ? .info : .warning, job: name.rawValue, run: runID,
                         exitStatus: outcome.exitStatusField, summary)
                 if job.active.isEmpty, let queued = job.queued {
@@ -270,6 +274,7 @@ extension Registry {
         job.lastSkip = (SystemClock.wallNow(), reason)
         jobs[name] = job
         log.notice(job: name.rawValue, count == 1 ? "fire skipped: \(reason)" : "\(count) fires skipped: \(reason)")
+        emit("skipped", job: name, reason: count == 1 ? reason : "\(count) fires: \(reason)")
     }
 
     /// The wall-clock instant of a monotonic one (for display and `TIMERD_SCHEDULED_AT`).

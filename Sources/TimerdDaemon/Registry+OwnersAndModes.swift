@@ -54,6 +54,7 @@ extension Registry {
 
     /// A control connection closed: cancel the jobs it owned (`owner=connection`).
     func connectionClosed(_ connection: Int) {
+        removeWatcher(connection)
         let owned = jobs.filter { $0.value.ownerConnection == connection }.map(\.key).sorted()
         for name in owned {
             remove(name, reason: "cancelled: the control connection that added it (owner=connection) closed")

@@ -39,6 +39,8 @@ actor Registry {
     var skippedTotal = 0
     let startedMono = SystemClock.monoNow()
     static let statsWindow = Duration.seconds(300)
+    /// `WATCH` subscribers by connection.
+    var watchers: [Int: Watcher] = [:]
     /// Told about status changes (systemd's `STATUS=`); see `Registry+Status.swift`.
     var statusObserver: (@Sendable (String) -> Void)?
     var statusUpdatePending = false
@@ -87,6 +89,7 @@ actor Registry {
         startSchedule(&job, from: SystemClock.monoNow())
         jobs[spec.name] = job
         log.info(job: spec.name.rawValue, "added (\(origin.label)): \(spec.schedule.summary): \(spec.action.summary)")
+        emit("added", job: spec.name)
         if case .at(let time) = spec.schedule, time < SystemClock.wallNow() {
             // Only config jobs get here: their time passed before this daemon loaded them.
             jobs[spec.name]!.state = .finished
@@ -130,6 +133,7 @@ actor Registry {
         if !job.active.isEmpty { message += "; \(job.active.count) run(s) still going will finish on their own" }
         if dropped > 0 { message += "; \(dropped) pending fire(s) dropped" }
         log.info(job: name.rawValue, message)
+        emit("cancelled", job: name, reason: message)
     }
 
     /// Pauses jobs: their timers stop; fires that fall due while paused are skipped (reported at resume).
@@ -146,6 +150,7 @@ actor Registry {
                 noteSkip(name, count: 1, reason: "paused while its fire was held (mode \(currentMode))")
             }
             log.info(job: name.rawValue, "paused")
+            emit("paused", job: name)
         }
     }
 
@@ -166,6 +171,7 @@ actor Registry {
             guard var job = jobs[name] else { continue }
             let wasPaused = job.state == .paused
             if !wasPaused, case .onSchedule = mode { continue }
+            emit("resumed", job: name)
             job.state = .scheduled
             switch mode {
             case .onSchedule:

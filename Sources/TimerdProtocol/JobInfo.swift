@@ -219,6 +219,30 @@ public struct DaemonStats: Codable, Equatable, Sendable {
     }
 }
 
+/// One event on a `WATCH` stream (keys sorted; absent when not applicable).
+public struct WatchEvent: Codable, Equatable, Sendable {
+    public var at: String
+    public var event: String
+    public var job: String?
+    public var run: Int?
+    public var scheduled_at: String?
+    public var result: String?
+    public var exit_code: Int?
+    public var reason: String?
+
+    public init(at: String, event: String, job: String? = nil, run: Int? = nil, scheduled_at: String? = nil,
+                result: String? = nil, exit_code: Int? = nil, reason: String? = nil) {
+        self.at = at
+        self.event = event
+        self.job = job
+        self.run = run
+        self.scheduled_at = scheduled_at
+        self.result = result
+        self.exit_code = exit_code
+        self.reason = reason
+    }
+}
+
 /// JSON helpers for reply payloads: one line, UTF-8.
 public enum Payload {
     public static func encode<T: Encodable>(_ value: T) -> String {

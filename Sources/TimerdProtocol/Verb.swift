@@ -32,6 +32,8 @@ public enum Verb: String, Sendable, Hashable, CaseIterable {
     case mode = "MODE"
     /// `STATS` on the wire.
     case stats = "STATS"
+    /// `WATCH` on the wire.
+    case watch = "WATCH"
 
     /// Looks a verb up by its spelling, ignoring ASCII case only (`ping`, `Ping` and `PING` are the same;
     /// non-ASCII look-alikes such as a dotless `ı` never match). Returns nil for an unknown verb.

@@ -21,13 +21,14 @@ struct HelpTextTests {
               reload   Re-read the config files and apply the changes.
               mode     Show or switch the daemon's mode (jobs not in it hold their fires).
               stats    Show the daemon's counters: jobs, runs, lateness percentiles, requests, memory, uptime.
+              watch    Follow what happens to jobs as it happens: fires, runs, skips, changes.
               ping     Check that timerd answers.
               version  Print the versions of timerctl and timerd.
               help     Show help for timerctl or for one verb.
 
             Options:
               --socket PATH  Talk to timerd on PATH (default: see Socket below).
-              --json         Print replies as JSON (exec, run, list, show, reload, mode, stats, version, pause/resume/cancel --tag).
+              --json         Print replies as JSON (exec, run, list, show, reload, mode, stats, watch, version, pause/resume/cancel --tag).
               -h, --help     Show help; 'timerctl help VERB' shows a verb's options.
 
             Socket: --socket, else $TIMERD_SOCKET, else /run/timerd/timerd.sock for root and

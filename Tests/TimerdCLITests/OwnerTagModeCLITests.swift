@@ -94,7 +94,7 @@ struct OwnerTagModeCLITests {
     }
 
     @Test func onlyTheNameVerbsAndListSelectByTag() {
-        #expect(CLIVerb.allCases.filter(\.selectsByTag) == [.cancel, .pause, .resume, .list])
+        #expect(CLIVerb.allCases.filter(\.selectsByTag) == [.cancel, .pause, .resume, .list, .watch])
         for verb in CLIVerb.allCases where verb.selectsByTag {
             #expect(verb.flags.contains { $0.name == "tag" && $0.key == "tag" }, "\(verb)")
             #expect(verb.hasJSONOutput, "\(verb)")

@@ -58,6 +58,7 @@ func runCLIForReal(_ arguments: [String], environment: [String: String] = [:]) -
     context.now = { fixedNow }
     context.stdout = { transcript.stdout += $0 }
     context.stderr = { transcript.stderr += $0 }
+    context.writeLine = { transcript.stdout += $0; return true }
     transcript.status = Timerctl.run(arguments: arguments, context: context)
     return transcript
 }

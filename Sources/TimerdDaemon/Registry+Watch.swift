@@ -1,0 +1,53 @@
+import TimerdCore
+import TimerdProtocol
+import TimerdSystem
+
+/// What a `WATCH` connection wants to see.
+enum WatchFilter: Sendable {
+    case all
+    case job(JobName)
+    case tag(String)
+
+    var label: String {
+        switch self {
+        case .all: return "all"
+        case .job(let name): return "job:\(name)"
+        case .tag(let tag): return "tag:\(tag)"
+        }
+    }
+}
+
+/// A `WATCH` subscriber: `deliver` hands a line to its connection without blocking the registry.
+struct Watcher: Sendable {
+    var filter: WatchFilter
+    var deliver: @Sendable (String) -> Void
+}
+
+extension Registry {
+    func addWatcher(_ connection: Int, filter: WatchFilter, deliver: @escaping @Sendable (String) -> Void) {
+        watchers[connection] = Watcher(filter: filter, deliver: deliver)
+    }
+
+    func removeWatcher(_ connection: Int) {
+        watchers[connection] = nil
+    }
+
+    /// Sends an event to every watcher whose filter matches `job` (encoded once, only if anyone watches).
+    func emit(_ event: String, job name: JobName, run: Int? = nil, scheduledAt: WallTime? = nil,
+              result: String? = nil, exitCode: Int? = nil, reason: String? = nil) {
+        guard !watchers.isEmpty else { return }
+        let tags = jobs[name]?.spec.tags ?? []
+        let interested = watchers.values.filter { watcher in
+            switch watcher.filter {
+            case .all: return true
+            case .job(let wanted): return wanted == name
+            case .tag(let tag): return tags.contains(tag)
+            }
+        }
+        guard !interested.isEmpty else { return }
+        let line = Payload.encode(WatchEvent(
+            at: RFC3339.format(SystemClock.wallNow()), event: event, job: name.rawValue, run: run,
+            scheduled_at: scheduledAt.map(RFC3339.format), result: result, exit_code: exitCode, reason: reason))
+        for watcher in interested { watcher.deliver(line) }
+    }
+}
