@@ -5,7 +5,7 @@ import TimerdCore
 /// Never logs and never touches the disk itself: all file access goes through a `ConfigFileSystem`.
 public enum ConfigLoader {
     /// The keys of a `[daemon]` section.
-    public static let daemonKeys = ["socket", "max_running", "stop_grace", "log", "include"]
+    public static let daemonKeys = ["socket", "max_running", "stop_grace", "log", "metrics_file", "metrics_interval", "include"]
 
     /// Loads the main config file at `path` and the files it includes.
     public static func load(path: String, fileSystem: some ConfigFileSystem) throws(ConfigErrors) -> Configuration {
@@ -179,6 +179,17 @@ private struct LoadSession<FileSystem: ConfigFileSystem> {
                 return report(file, line, "log: expected auto, journal or stderr, got \"\(value)\"")
             }
             settings.log = value
+        case "metrics_file":
+            guard !value.isEmpty else { return report(file, line, "metrics_file: empty path") }
+            settings.metricsFile = ConfigPath.resolve(value, relativeTo: directory)
+        case "metrics_interval":
+            do {
+                let interval = try DurationText.parse(value)
+                guard interval >= .milliseconds(100) else { return report(file, line, "metrics_interval: must be at least 100ms") }
+                settings.metricsInterval = interval
+            } catch {
+                report(file, line, "metrics_interval: \(error.message)")
+            }
         default:  // include
             guard !value.isEmpty else { return report(file, line, "include: empty pattern") }
             includes.append((ConfigPath.resolve(value, relativeTo: directory), line))

@@ -11,6 +11,10 @@ public struct DaemonSettings: Equatable, Sendable {
     public var stopGrace: Duration
     /// Where the log goes: `auto` (the journal when stderr is the journal, else stderr), `journal`, `stderr`.
     public var log: String
+    /// Where to write Prometheus metrics (`metrics_file`), resolved against the config's directory; nil: off.
+    public var metricsFile: String?
+    /// How often the metrics file is rewritten (`metrics_interval`, default 15s).
+    public var metricsInterval: Duration = .seconds(15)
 
     public static let logTargets = ["auto", "journal", "stderr"]
 

@@ -187,9 +187,35 @@ public final class Daemon: Sendable {
         if Notifier.enabled {
             await registry.observeStatus { Notifier.status($0) }
         }
+        if let path = configuration.settings.metricsFile {
+            startMetrics(path: path, every: configuration.settings.metricsInterval)
+        }
         if let interval = Notifier.watchdogInterval() {
             log.info("watchdog: pinging systemd every \(DurationText.format(interval / 2)) from the registry queue")
             await registry.startWatchdog(every: interval / 2)
+        }
+    }
+
+    /// Rewrites `path` with the Prometheus metrics every `interval`, atomically, off the registry's queue
+    /// (the registry only builds the text; the file is written from a task of its own).
+    private func startMetrics(path: String, every interval: Duration) {
+        log.info("metrics: writing \(path) every \(DurationText.format(interval))")
+        let registry = self.registry
+        let log = self.log
+        Task.detached {
+            var failing = false
+            while true {
+                let text = await registry.metricsText()
+                do {
+                    try FileSystem.writeAtomically(path, text)
+                    if failing { log.notice("metrics: writing \(path) works again") }
+                    failing = false
+                } catch {
+                    if !failing { log.warning("metrics: cannot write \(path): \(error)") }
+                    failing = true
+                }
+                try? await Task.sleep(for: interval)
+            }
         }
     }
 

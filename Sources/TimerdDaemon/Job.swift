@@ -92,6 +92,10 @@ struct Job {
     var skipped = 0
     var lastSkip: (at: WallTime, reason: String)?
 
+    // For metrics.
+    var runsByResult: [RunOutcome.Result: Int] = [:]
+    var lastSuccess: WallTime?
+
     // Owner and mode.
     /// The pidfd watch of an `owner=pid:N` job.
     var ownerWatch: IOWatcher.Registration?

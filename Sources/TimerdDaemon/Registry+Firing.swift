@@ -100,6 +100,7 @@ extension Registry {
         }
         jobs[name] = job
         lateness.record(Int64(bitPattern: now &- scheduled), at: now)
+        latenessHistogram.record(seconds: Double(now &- scheduled) / 1e9)
         emit("fired", job: name, scheduledAt: wallTime(ofMono: scheduled))
         fire(name, scheduledMono: scheduled, kind: .scheduled)
         continueSchedule(name)
@@ -231,6 +232,8 @@ extension Registry {
             if var job = jobs[name], job.id == jobID {
                 job.active.removeAll { $0.id == runID }
                 job.lastOutcome = (runID, outcome)
+                job.runsByResult[outcome.result, default: 0] += 1
+                if outcome.result == .ok { job.lastSuccess = outcome.finishedWall }
                 jobs[name] = job
                 emit("finished", job: name, run: runID, result: outcome.result.rawValue, exitCode: outcome.exitCode,
                      reason: outcome.reason)

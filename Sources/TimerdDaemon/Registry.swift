@@ -39,6 +39,8 @@ actor Registry {
     var skippedTotal = 0
     let startedMono = SystemClock.monoNow()
     static let statsWindow = Duration.seconds(300)
+    /// Every scheduled fire's lateness since start, for the metrics file.
+    var latenessHistogram = Histogram(bounds: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5])
     /// `WATCH` subscribers by connection.
     var watchers: [Int: Watcher] = [:]
     /// Told about status changes (systemd's `STATUS=`); see `Registry+Status.swift`.

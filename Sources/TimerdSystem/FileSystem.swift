@@ -58,6 +58,26 @@ public enum FileSystem {
     }
 
     /// Removes the name `path` (not a directory).
+    /// Replaces the file at `path` with `text` so readers see the old or the new content, never a mix:
+    /// writes `path.tmp`, syncs it, renames it over `path`.
+    ///
+    /// The corresponding C functions are `open`, `write`, `fsync` and `rename`.
+    public static func writeAtomically(_ path: String, _ text: String, permissions: UInt32 = 0o644) throws(Errno) {
+        let temporary = path + ".tmp"
+        let fd = try FileDescriptor.open(temporary, .writeOnly, options: [.create, .truncate], permissions: permissions)
+        do {
+            try fd.writeAll(text)
+            _ = try retryOnInterrupt { fsync(fd.rawValue) }
+            try fd.close()
+        } catch {
+            try? fd.close()
+            _ = Glibc.unlink(temporary)
+            throw error
+        }
+        _ = try checkResult(rename(temporary, path))
+    }
+
+    /// Removes the file at `path`.
     ///
     /// The corresponding C function is `unlink`.
     public static func unlink(_ path: String) throws(Errno) {

@@ -1,0 +1,66 @@
+import TimerdCore
+import TimerdSystem
+
+/// A Prometheus-style cumulative histogram.
+struct Histogram: Sendable {
+    let bounds: [Double]
+    private(set) var counts: [Int]
+    private(set) var sum = 0.0
+    private(set) var count = 0
+
+    init(bounds: [Double]) {
+        self.bounds = bounds
+        counts = Array(repeating: 0, count: bounds.count)
+    }
+
+    mutating func record(seconds: Double) {
+        for index in bounds.indices where seconds <= bounds[index] { counts[index] += 1 }
+        sum += seconds
+        count += 1
+    }
+}
+
+extension Registry {
+    /// The Prometheus text exposition of per-job run counters, last success time, last duration, jobs by
+    /// state, runs in flight and the fire-lateness histogram (for node_exporter's textfile collector).
+    func metricsText() -> String {
+        var text = ""
+        func family(_ name: String, _ type: String, _ help: String) {
+            text += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+        }
+        func number(_ value: Double) -> String { String(value) }
+        let names = jobs.keys.sorted()
+
+        family("timerd_job_runs_total", "counter", "Runs that ended, by job and result.")
+        for name in names {
+            let job = jobs[name]!
+            for result in [RunOutcome.Result.ok, .failed, .timeout, .killed] {
+                text += "timerd_job_runs_total{job=\"\(name)\",result=\"\(result.rawValue)\"} \(job.runsByResult[result] ?? 0)\n"
+            }
+        }
+        family("timerd_job_last_success_timestamp_seconds", "gauge", "When the job's last successful run ended (Unix time).")
+        for name in names {
+            guard let success = jobs[name]!.lastSuccess else { continue }
+            text += "timerd_job_last_success_timestamp_seconds{job=\"\(name)\"} \(number(Double(success.nanosecondsSinceEpoch) / 1e9))\n"
+        }
+        family("timerd_job_last_duration_seconds", "gauge", "How long the job's last run took.")
+        for name in names {
+            guard let (_, outcome) = jobs[name]!.lastOutcome else { continue }
+            text += "timerd_job_last_duration_seconds{job=\"\(name)\"} \(number(Double(outcome.durationNs) / 1e9))\n"
+        }
+        family("timerd_jobs", "gauge", "Jobs by state.")
+        for state in [JobStateValue.scheduled, .paused, .finished] {
+            text += "timerd_jobs{state=\"\(state.rawValue)\"} \(jobs.values.filter { $0.state == state }.count)\n"
+        }
+        family("timerd_runs_in_flight", "gauge", "Runs going now.")
+        text += "timerd_runs_in_flight \(runningTotal)\n"
+        family("timerd_fire_lateness_seconds", "histogram", "Scheduled time to timer handler, per scheduled fire.")
+        for (index, bound) in latenessHistogram.bounds.enumerated() {
+            text += "timerd_fire_lateness_seconds_bucket{le=\"\(number(bound))\"} \(latenessHistogram.counts[index])\n"
+        }
+        text += "timerd_fire_lateness_seconds_bucket{le=\"+Inf\"} \(latenessHistogram.count)\n"
+        text += "timerd_fire_lateness_seconds_sum \(number(latenessHistogram.sum))\n"
+        text += "timerd_fire_lateness_seconds_count \(latenessHistogram.count)\n"
+        return text
+    }
+}
