@@ -67,51 +67,11 @@ package enum DaemonClient {
     }
 
     /// Connects to `path`, writes `request` and a newline, reads up to the first newline and parses it.
-    /// Waits at most `timeout` seconds for each part of the reply.
+    /// Waits at most `timeout` seconds for the reply.
     ///
     /// - Throws: ``ClientError``.
     package static func send(_ request: Request, to path: String, timeout: Double = defaultTimeout) throws(ClientError) -> Reply {
-        let socket: FileDescriptor
-        do {
-            socket = try UnixSocket.connect(path: path)
-        } catch {
-            throw .cannotConnect(path: path, error)
-        }
-        defer { try? socket.close() }
-        do {
-            try socket.writeAll(request.encode() + "\n")
-        } catch {
-            throw .sendFailed(path: path, error)
-        }
-        var framer = LineFramer(maxLineBytes: maxReplyBytes)
-        let milliseconds = Int32(min(timeout * 1000, Double(Int32.max)).rounded(.up))
-        while true {
-            let chunk: [UInt8]
-            let readable: Bool
-            do {
-                readable = try socket.waitReadable(timeoutMilliseconds: milliseconds)
-            } catch {
-                throw .receiveFailed(path: path, error)
-            }
-            guard readable else { throw .timedOut(path: path, seconds: timeout) }
-            do {
-                chunk = try socket.read(upToCount: 65536)
-            } catch .connectionReset {
-                throw .closedWithoutReply(path: path)
-            } catch {
-                throw .receiveFailed(path: path, error)
-            }
-            if chunk.isEmpty {
-                // A last line without its newline is still the reply.
-                guard let rest = framer.finish() else { throw .closedWithoutReply(path: path) }
-                return try parse(rest, path: path)
-            }
-            switch framer.append(chunk).first {
-            case .line(let line)?: return try parse(line, path: path)
-            case .tooLong?: throw .badReply(path: path, "reply longer than \(maxReplyBytes) bytes")
-            case nil: continue
-            }
-        }
+        try exchange(request, to: path, timeout: timeout, maxLineBytes: maxReplyBytes, streaming: false) { _ in false }
     }
 
     /// Longest event line accepted on a `WATCH` stream.
@@ -128,6 +88,14 @@ package enum DaemonClient {
     package static func stream(
         _ request: Request, to path: String, timeout: Double = defaultTimeout, onLine: (String) -> Bool
     ) throws(ClientError) -> Reply {
+        try exchange(request, to: path, timeout: timeout, maxLineBytes: maxEventBytes, streaming: true, onLine: onLine)
+    }
+
+    /// One request and its reply; when `streaming`, then the event lines that follow an `OK` (see `stream`).
+    private static func exchange(
+        _ request: Request, to path: String, timeout: Double, maxLineBytes: Int, streaming: Bool,
+        onLine: (String) -> Bool
+    ) throws(ClientError) -> Reply {
         let socket: FileDescriptor
         do {
             socket = try UnixSocket.connect(path: path)
@@ -140,7 +108,7 @@ package enum DaemonClient {
         } catch {
             throw .sendFailed(path: path, error)
         }
-        var framer = LineFramer(maxLineBytes: maxEventBytes)
+        var framer = LineFramer(maxLineBytes: maxLineBytes)
         var reply: Reply?
         let milliseconds = Int32(min(timeout * 1000, Double(Int32.max)).rounded(.up))
         while true {
@@ -165,12 +133,12 @@ package enum DaemonClient {
             let lines = closed ? framer.finish().map { [FramedLine.line($0)] } ?? [] : framer.append(chunk)
             for framed in lines {
                 guard case .line(let line) = framed else {
-                    throw .badReply(path: path, "\(reply == nil ? "reply" : "event") longer than \(maxEventBytes) bytes")
+                    throw .badReply(path: path, "\(reply == nil ? "reply" : "event") longer than \(maxLineBytes) bytes")
                 }
                 guard let current = reply else {
                     let first = try parse(line, path: path)
                     reply = first
-                    if case .err = first { return first }
+                    guard streaming, case .ok = first else { return first }
                     continue
                 }
                 if !onLine(String(decoding: line, as: UTF8.self)) { return current }
