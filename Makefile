@@ -3,6 +3,8 @@
 
 SWIFT        ?= swift
 APT_PACKAGES := libsystemd-dev pkg-config systemd
+# `make bench` only: gnuplot draws the lateness plot, cc builds the probe the benchmarked commands run.
+BENCH_PACKAGES := gnuplot-nox gcc libc6-dev
 # lld instead of gold: gold warns about mktemp inside the static Foundation library we do not call.
 RELEASE_FLAGS := -c release --static-swift-stdlib -Xswiftc -use-ld=lld
 RUN_DIR      := $(CURDIR)/run
@@ -26,7 +28,7 @@ CONFDIR      := /etc/timerd
 INSTALL      ?= install
 DOCS         := README.md $(sort $(wildcard docs/*.md))
 
-.PHONY: all deps build run test test-install check-config install uninstall clean help
+.PHONY: all deps bench-deps build run test test-install bench check-config install uninstall clean help
 
 all: build
 
@@ -39,18 +41,27 @@ help:
 	@echo "                   /etc/timerd/timerd.conf (never overwritten); PREFIX=/usr/local DESTDIR="
 	@echo "make uninstall     remove what install put there, except the config in /etc/timerd"
 	@echo "make test-install  build, then check install/uninstall into a temporary DESTDIR"
+	@echo "make bench         benchmarks (about 12 minutes): lateness vs systemd timers, 100,000 jobs,"
+	@echo "                   runs/s, idle cost; report and plot in bench/results/ (docs/performance.md)"
 	@echo "make clean         remove build products and the run/ directory"
 
 # Install only what is missing; `apt-get update` only when something is.
-deps:
+define apt_install
 	@missing=""; \
-	for p in $(APT_PACKAGES); do dpkg -s "$$p" >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	for p in $(1); do dpkg -s "$$p" >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "Installing missing packages:$$missing"; \
 		$(SUDO) apt-get update -qq && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+endef
+
+deps:
+	$(call apt_install,$(APT_PACKAGES))
 	@command -v $(SWIFT) >/dev/null || { echo "swift not found: install the Swift 6 toolchain (swift.org) and put it on PATH"; exit 1; }
+
+bench-deps: deps
+	$(call apt_install,$(BENCH_PACKAGES))
 
 build: deps
 	$(SWIFT) build $(RELEASE_FLAGS) --product timerd
@@ -73,6 +84,11 @@ test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 	$(MAKE) test-install
+
+# Not part of `make test`: minutes long, and its numbers depend on the machine. See docs/performance.md.
+bench: bench-deps build
+	$(SWIFT) build $(RELEASE_FLAGS) --product timerd-bench
+	bash bench/run.sh
 
 # Installs into a temporary DESTDIR and checks files, modes, units, man pages, completion, uninstall.
 test-install: build

@@ -29,6 +29,8 @@ let package = Package(
         .target(name: "TimerdCLI", dependencies: ["TimerdCore", "TimerdProtocol", "TimerdSystem"]),
         .executableTarget(name: "timerd", dependencies: ["TimerdDaemon"]),
         .executableTarget(name: "timerctl", dependencies: ["TimerdCLI"]),
+        // The benchmark driver behind `make bench` (bench/run.sh); not installed.
+        .executableTarget(name: "timerd-bench", dependencies: ["TimerdProtocol", "TimerdSystem"]),
         .testTarget(name: "TimerdCoreTests", dependencies: ["TimerdCore"]),
         .testTarget(name: "TimerdProtocolTests", dependencies: ["TimerdProtocol"]),
         .testTarget(name: "TimerdConfigTests", dependencies: ["TimerdConfig"]),

@@ -153,7 +153,7 @@ struct ControlHandler: Sendable {
             return .ok(Payload.encode(["status": status]))
         case .list:
             if let tag = try tagOption(request) {
-                return .ok(Payload.encode(await registry.list().filter { $0.tags.contains(tag) }))
+                return .ok(Payload.encode(await registry.list(tag: tag)))
             }
             try expect(request, names: 0...0)
             return .ok(Payload.encode(await registry.list()))

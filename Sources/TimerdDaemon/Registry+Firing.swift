@@ -99,9 +99,10 @@ extension Registry {
             job.nextWall = nil
         }
         jobs[name] = job
-        lateness.record(Int64(bitPattern: now &- scheduled), at: now)
-        latenessHistogram.record(seconds: Double(now &- scheduled) / 1e9)
-        emit("fired", job: name, scheduledAt: wallTime(ofMono: scheduled))
+        let late = Int64(bitPattern: now &- scheduled)
+        lateness.record(late, at: now)
+        latenessHistogram.record(seconds: Double(late) / 1e9)
+        emit("fired", job: name, scheduledAt: wallTime(ofMono: scheduled), latenessNs: late)
         fire(name, scheduledMono: scheduled, kind: .scheduled)
         continueSchedule(name)
     }

@@ -3,9 +3,31 @@ import TimerdSystem
 import TimerdProtocol
 
 extension Registry {
-    /// Every job, sorted by name.
-    func list() -> [JobInfo] {
-        jobs.keys.sorted().map { info(jobs[$0]!) }
+    /// Every job (or those with `tag`), sorted by name. With many jobs this is long work, so it is done in
+    /// slices: the names are sorted off the registry's queue and timers get their turn between slices
+    /// (a job added or cancelled meanwhile may or may not be listed, as with any snapshot taken in steps).
+    func list(tag: String? = nil) async -> [JobInfo] {
+        let sorted: [JobName]
+        if let tag {
+            sorted = names(withTag: tag)
+        } else {
+            let all = Array(jobs.keys)
+            sorted = all.count <= Self.listSlice ? all.sorted() : await Self.sortedOffQueue(all)
+        }
+        var result: [JobInfo] = []
+        result.reserveCapacity(sorted.count)
+        for (index, name) in sorted.enumerated() {
+            if index > 0, index % Self.listSlice == 0 { await Task.yield() }
+            if let job = jobs[name] { result.append(info(job)) }
+        }
+        return result
+    }
+
+    /// Jobs described per turn on the registry's queue by `list`.
+    static let listSlice = 256
+
+    private nonisolated static func sortedOffQueue(_ names: [JobName]) async -> [JobName] {
+        names.sorted()
     }
 
     func show(_ name: JobName) throws(TimerdError) -> JobInfo {

@@ -18,6 +18,8 @@ extension Registry {
                 throw TimerdError(.badArgument, "owner=connection needs a control connection", key: "owner")
             }
             job.ownerConnection = connection
+            // The index may name a job whose ADD then failed; connectionClosed checks before cancelling.
+            jobsOwnedByConnection[connection, default: []].insert(job.spec.name)
         case .process(let pid):
             // The pidfd pins this very process: if it exits, the watch fires even when its PID is reused.
             let pidfd: FileDescriptor
@@ -55,8 +57,8 @@ extension Registry {
     /// A control connection closed: cancel the jobs it owned (`owner=connection`).
     func connectionClosed(_ connection: Int) {
         removeWatcher(connection)
-        let owned = jobs.filter { $0.value.ownerConnection == connection }.map(\.key).sorted()
-        for name in owned {
+        let owned = jobsOwnedByConnection.removeValue(forKey: connection) ?? []
+        for name in owned.sorted() where jobs[name]?.ownerConnection == connection {
             remove(name, reason: "cancelled: the control connection that added it (owner=connection) closed")
         }
     }
@@ -65,7 +67,7 @@ extension Registry {
 
     /// Jobs carrying `tag`, sorted by name.
     func names(withTag tag: String) -> [JobName] {
-        jobs.filter { $0.value.spec.tags.contains(tag) }.map(\.key).sorted()
+        jobs.compactMap { $0.value.spec.tags.contains(tag) ? $0.key : nil }.sorted()
     }
 
     // MARK: - Modes

@@ -43,6 +43,8 @@ actor Registry {
     var latenessHistogram = Histogram(bounds: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5])
     /// `WATCH` subscribers by connection.
     var watchers: [Int: Watcher] = [:]
+    /// `owner=connection` jobs by connection, so a closing connection costs nothing per other job.
+    var jobsOwnedByConnection: [Int: Set<JobName>] = [:]
     /// Told about status changes (systemd's `STATUS=`); see `Registry+Status.swift`.
     var statusObserver: (@Sendable (String) -> Void)?
     var statusUpdatePending = false
@@ -126,6 +128,7 @@ actor Registry {
     /// Removes a job, stops its timer and drops its pending fires. Running runs finish on their own.
     func remove(_ name: JobName, reason: String) {
         guard var job = jobs.removeValue(forKey: name) else { return }
+        if let connection = job.ownerConnection { jobsOwnedByConnection[connection]?.remove(name) }
         disarm(&job)
         releaseOwner(&job)
         let dropped = (job.queued == nil ? 0 : 1) + job.waitingForSlot

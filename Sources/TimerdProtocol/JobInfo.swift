@@ -229,9 +229,11 @@ public struct WatchEvent: Codable, Equatable, Sendable {
     public var result: String?
     public var exit_code: Int?
     public var reason: String?
+    /// On `fired`: scheduled time to timer handler, the sample `STATS` summarises.
+    public var lateness_ms: Double?
 
     public init(at: String, event: String, job: String? = nil, run: Int? = nil, scheduled_at: String? = nil,
-                result: String? = nil, exit_code: Int? = nil, reason: String? = nil) {
+                result: String? = nil, exit_code: Int? = nil, reason: String? = nil, lateness_ms: Double? = nil) {
         self.at = at
         self.event = event
         self.job = job
@@ -240,6 +242,7 @@ public struct WatchEvent: Codable, Equatable, Sendable {
         self.result = result
         self.exit_code = exit_code
         self.reason = reason
+        self.lateness_ms = lateness_ms
     }
 }
 

@@ -26,6 +26,11 @@ import Testing
             let event = try Self.event(try watcher.readLine())
             guard event["job"] as? String == name else { continue }
             kinds.append(event["event"] as! String)
+            if event["event"] as? String == "fired" {
+                // A 10 ms one-shot cannot have fired before it was due, nor (on an idle daemon) seconds late.
+                let late = try #require(event["lateness_ms"] as? Double)
+                #expect(late >= 0 && late < 5_000)
+            }
             if event["event"] as? String == "finished" {
                 #expect(event["result"] as? String == "ok")
                 #expect(event["exit_code"] as? Int == 0)

@@ -1,0 +1,87 @@
+import Foundation
+import TimerdSystem
+
+/// A timerd started for one scenario, on its own socket, config and log file under the work directory.
+final class BenchDaemon {
+    let child: ChildProcess
+    let socket: String
+    let log: String
+
+    /// Starts `timerd` with `config` (the text of `[daemon]` settings and jobs) and waits until it answers
+    /// `PING`.
+    init(timerd: String, workDirectory: String, name: String, config: String) throws {
+        let configPath = "\(workDirectory)/\(name).conf"
+        socket = "\(workDirectory)/\(name).sock"
+        log = "\(workDirectory)/\(name).log"
+        try? FileSystem.unlink(socket)
+        try FileSystem.writeAtomically(configPath, config)
+        let output = try FileDescriptor.open(log, .writeOnly, options: [.create, .truncate])
+        defer { try? output.close() }
+        child = try Spawn.run(
+            program: timerd, arguments: ["--config", configPath, "--socket", socket],
+            environment: ["PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workDirectory], output: output)
+        try FileSystem.writeAtomically("\(workDirectory)/daemon.pid", "\(child.pid)\n")
+        let deadline = SystemClock.monotonicNow() + 10_000_000_000
+        while true {
+            if let client = try? BenchClient(socket: socket), (try? client.request("PING")) == "OK" { return }
+            if try child.waitExit() != nil { throw BenchError("timerd exited at start-up; see \(log)") }
+            if SystemClock.monotonicNow() > deadline { throw BenchError("timerd did not answer PING within 10 s; see \(log)") }
+            usleep(10_000)
+        }
+    }
+
+    var pid: Int32 { child.pid }
+
+    /// SIGTERM, then waits for it to exit (SIGKILL after 20 s).
+    func stop() {
+        _ = try? child.signal(.term)
+        let deadline = SystemClock.monotonicNow() + 20_000_000_000
+        while (try? child.waitExit()) == nil {
+            if SystemClock.monotonicNow() > deadline {
+                _ = try? child.signal(.kill)
+                _ = try? child.waitExit(blocking: true)
+                break
+            }
+            usleep(10_000)
+        }
+        try? child.pidfd.close()
+    }
+
+    var probe: ProcessProbe { ProcessProbe(pid: pid) }
+    func residentBytes() throws -> UInt64 { try probe.residentBytes() }
+    func contextSwitches() throws -> [String: Int] { try probe.contextSwitches() }
+}
+
+/// What /proc tells about a process.
+struct ProcessProbe {
+    let pid: Int32
+
+    /// Resident memory in bytes (/proc/PID/statm).
+    func residentBytes() throws -> UInt64 {
+        let text = String(decoding: try FileSystem.readFile("/proc/\(pid)/statm"), as: UTF8.self)
+        let fields = text.split(separator: " ")
+        guard fields.count > 1, let pages = UInt64(fields[1]) else { throw BenchError("cannot read /proc/\(pid)/statm") }
+        return pages * UInt64(sysconf(Int32(_SC_PAGESIZE)))
+    }
+
+    /// Context switches (voluntary + involuntary) so far, by thread id: each switch in is one wake-up.
+    func contextSwitches() throws -> [String: Int] {
+        var byThread: [String: Int] = [:]
+        for task in try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") {
+            guard let bytes = try? FileSystem.readFile("/proc/\(pid)/task/\(task)/status") else { continue }
+            for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n")
+            where line.hasPrefix("voluntary_ctxt_switches:") || line.hasPrefix("nonvoluntary_ctxt_switches:") {
+                byThread[task, default: 0] += Int(line.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) ?? 0
+            }
+        }
+        return byThread
+    }
+
+    /// Wake-ups between two `contextSwitches()` readings: the growth of each thread alive at the end
+    /// (all of a thread's switches if it was born in between). A thread that ended in between woke at
+    /// least once to end, which counts too.
+    static func wakeups(from before: [String: Int], to after: [String: Int]) -> Int {
+        let grown = after.reduce(0) { $0 + $1.value - (before[$1.key] ?? 0) }
+        return grown + before.keys.filter { after[$0] == nil }.count
+    }
+}

@@ -1,0 +1,158 @@
+import Foundation
+import TimerdSystem
+
+/// Turns the results in the output directory into `report.md`, CDF data files and a gnuplot script for
+/// `lateness.png`. Peers' results (`systemd-N.json` / `.samples`, from bench/peer-systemd.sh) are
+/// included when present.
+struct Report {
+    var out: String
+
+    struct PeerResult: Decodable {
+        var peer: String
+        var jobs: Int
+        var seconds: Double
+        var expected_fires: Int
+        var starts: Int
+        var register_seconds: Double?
+        var pid1_rss_kb_before: Double?
+        var pid1_rss_kb_after: Double?
+    }
+
+    /// One line of the lateness plot: command start lateness of one scheduler at one load.
+    struct Series {
+        var label: String
+        var file: String
+        var milliseconds: [Double]
+    }
+
+    func load<T: Decodable>(_ type: T.Type, _ name: String) -> T? {
+        guard let bytes = try? FileSystem.readFile("\(out)/\(name)") else { return nil }
+        return try? JSONDecoder().decode(type, from: Data(bytes))
+    }
+
+    func write() throws {
+        var text = "# timerd benchmark\n\n"
+        text += environment() + "\n"
+        var series: [Series] = []
+        let loads = latenessLoads()
+        for jobs in loads {
+            text += "## Lateness: \(jobs) jobs each due every second (\(jobs) fires/s, phases spread evenly)\n\n"
+            text += "Each run starts `bench/probe`, which writes how late it started against its due time.\n\n"
+            text += "| Scheduler | Window | Fires due | Commands started | Registering | Due → handler p50 / p99 / max (ms) | Due → command running p50 / p90 / p99 / max (ms) |\n"
+            text += "|---|---|---|---|---|---|---|\n"
+            if let result = load(LatenessResult.self, "timerd-\(jobs).json") {
+                text += "| timerd | \(fmt(result.seconds, 0)) s | \(result.expected_fires) | \(result.starts)"
+                text += " | \(fmt(result.register_seconds * 1000, 1)) ms | \(triple(result.dispatch_ms)) | \(quad(result.command_ms)) |\n"
+                series.append(Series(label: "timerd, \(jobs) fires/s", file: "cdf-timerd-\(jobs).dat",
+                                     milliseconds: Measure.probeSamples("\(out)/timerd-\(jobs).samples")))
+            }
+            if let peer = load(PeerResult.self, "systemd-\(jobs).json") {
+                let samples = Measure.probeSamples("\(out)/systemd-\(jobs).samples")
+                text += "| \(peer.peer) | \(fmt(peer.seconds, 0)) s | \(peer.expected_fires) | \(peer.starts)"
+                text += " | \(peer.register_seconds.map { "\(fmt($0 * 1000, 1)) ms" } ?? "–") | – | \(quad(Summary(milliseconds: samples))) |\n"
+                series.append(Series(label: "\(peer.peer), \(jobs) fires/s", file: "cdf-systemd-\(jobs).dat", milliseconds: samples))
+            }
+            text += "\n"
+        }
+        if let scale = load(ScaleResult.self, "scale.json") {
+            text += "## Scale: \(scale.jobs) registered jobs\n\n"
+            text += "| Measure | Value |\n|---|---|\n"
+            text += "| `ADD` pipelined on one connection | \(fmt(scale.pipelined_seconds, 2)) s (\(fmt(scale.pipelined_adds_per_second, 0)) /s) |\n"
+            text += "| `ADD`, one connection per request | \(fmt(scale.per_client_seconds, 2)) s (\(fmt(scale.per_client_adds_per_second, 0)) /s) |\n"
+            text += "| Resident memory before → after | \(mib(scale.rss_before_kb)) → \(mib(scale.rss_after_kb)) |\n"
+            text += "| Memory per job | \(fmt(scale.bytes_per_job, 0)) bytes |\n"
+            text += "| `LIST` (all jobs) | \(fmt(scale.list_seconds * 1000, 0)) ms, \(fmt(Double(scale.list_bytes) / 1_048_576, 1)) MiB reply |\n"
+            text += "| `CANCEL tag=bulk` (all jobs) | \(fmt(scale.cancel_seconds * 1000, 0)) ms |\n"
+            text += "| \(scale.fast_jobs) jobs every 100 ms meanwhile: due → handler p50 / p99 / max | \(triple(scale.fast_dispatch_ms)) ms |\n"
+            text += "| … due → command running p50 / p90 / p99 / max | \(quad(scale.fast_command_ms)) ms |\n"
+            for step in ["pipelined", "list", "cancel", "per-client"] {
+                guard let summary = scale.fast_dispatch_ms_by_step[step] else { continue }
+                text += "| … due → handler p50 / p99 / max during the \(step) step | \(triple(summary)) ms |\n"
+            }
+            text += "\n"
+        }
+        if let load = load(ThroughputResult.self, "throughput.json") {
+            text += "## Sustained command runs\n\n"
+            text += "\(load.jobs) jobs each due every second running `/bin/true` (\(fmt(load.offered_per_second, 0)) fires/s "
+            text += "offered, phases spread evenly, `max_running` \(load.max_running)), \(fmt(load.seconds, 0)) s: "
+            text += "**\(fmt(load.runs_per_second, 0)) runs/s** completed (\(load.runs_ok) ok, \(load.runs_failed) failed, "
+            text += "\(load.skipped) fires missed because they could not start before the job's next due time).\n\n"
+            text += "Webhook requests per second: not measured yet — webhook jobs do not exist yet (issue: webhook jobs over libcurl).\n\n"
+        }
+        if let idle = load(IdleResult.self, "idle.json") {
+            text += "## Idle\n\n"
+            text += "\(idle.jobs) jobs every hour, no client, \(fmt(idle.seconds, 0)) s: resident \(mib(idle.rss_kb)), "
+            text += "\(idle.threads) threads, \(idle.context_switches) context switches in all threads "
+            text += "(**\(fmt(idle.wakeups_per_minute, 1)) wake-ups/min**; no watchdog outside systemd). "
+            text += "For comparison, measured the same way: a bare program with one idle Dispatch timer, "
+            text += "\(fmt(idle.baseline_wakeups_per_minute, 1)) wake-ups/min (\(mib(idle.baseline_rss_kb)) resident); the same "
+            text += "program after running one block on the global concurrent queue, "
+            text += "\(fmt(idle.baseline_global_wakeups_per_minute, 1)) wake-ups/min. libdispatch on Linux starts a "
+            text += "once-a-second worker-pool monitor timer the first time a global-queue worker runs "
+            text += "(`_dispatch_workq_init_once` in swift-corelibs-libdispatch), and Swift concurrency's default "
+            text += "executor is that queue.\n\n"
+        }
+        try Measure.write(text, to: "\(out)/report.md")
+        try writePlot(series.filter { !$0.milliseconds.isEmpty })
+        print(text, terminator: "")
+    }
+
+    /// The loads with a timerd or peer result, largest first.
+    func latenessLoads() -> [Int] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: out)) ?? []
+        var loads = Set<Int>()
+        for name in names where name.hasSuffix(".json") {
+            for prefix in ["timerd-", "systemd-"] where name.hasPrefix(prefix) {
+                if let jobs = Int(name.dropFirst(prefix.count).dropLast(5)) { loads.insert(jobs) }
+            }
+        }
+        return loads.sorted(by: >)
+    }
+
+    func environment() -> String {
+        let cpu = (try? FileSystem.readFile("/proc/cpuinfo")).map { String(decoding: $0, as: UTF8.self) }?
+            .split(separator: "\n").first { $0.hasPrefix("model name") }?
+            .split(separator: ":", maxSplits: 1).last?.trimmingCharacters(in: .whitespaces) ?? "unknown CPU"
+        var uts = utsname()
+        uname(&uts)
+        let kernel = withUnsafeBytes(of: &uts.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        return "Machine: \(sysconf(Int32(_SC_NPROCESSORS_ONLN))) CPUs (\(cpu)), Linux \(kernel). "
+            + "Release build with the static Swift standard library. Produced by `make bench`.\n"
+    }
+
+    /// CDF files (about 2,000 points each) and `lateness.gp`, which draws them with a log time axis.
+    func writePlot(_ series: [Series]) throws {
+        var plots: [String] = []
+        for line in series {
+            let sorted = line.milliseconds.sorted()
+            let step = max(1, sorted.count / 2_000)
+            var data = ""
+            for index in stride(from: 0, to: sorted.count, by: step) {
+                data += "\(max(sorted[index], 0.001)) \(Double(index + 1) / Double(sorted.count))\n"
+            }
+            data += "\(max(sorted[sorted.count - 1], 0.001)) 1\n"
+            try Measure.write(data, to: "\(out)/\(line.file)")
+            plots.append("'\(out)/\(line.file)' using 1:2 with lines linewidth 2 title '\(line.label)'")
+        }
+        guard !plots.isEmpty else { return }
+        try Measure.write("""
+            set terminal pngcairo size 900,540 font ',10'
+            set output '\(out)/lateness.png'
+            set title 'Due time → command running (each command reports its own start)'
+            set xlabel 'lateness (ms, log scale)'
+            set ylabel 'fraction of runs started within'
+            set logscale x
+            set grid
+            set key bottom right
+            set yrange [0:1]
+            plot \(plots.joined(separator: ", \\\n     "))
+
+            """, to: "\(out)/lateness.gp")
+    }
+
+    func fmt(_ value: Double, _ decimals: Int) -> String { String(format: "%.\(decimals)f", value) }
+    func mib(_ kb: UInt64) -> String { "\(fmt(Double(kb) / 1024, 1)) MiB" }
+    func ms(_ value: Double) -> String { value < 10 ? fmt(value, 2) : fmt(value, 1) }
+    func triple(_ s: Summary?) -> String { s.map { "\(ms($0.p50)) / \(ms($0.p99)) / \(ms($0.max))" } ?? "–" }
+    func quad(_ s: Summary?) -> String { s.map { "\(ms($0.p50)) / \(ms($0.p90)) / \(ms($0.p99)) / \(ms($0.max))" } ?? "–" }
+}

@@ -1,0 +1,267 @@
+import Foundation
+import TimerdProtocol
+import TimerdSystem
+
+/// What every scenario needs: the binaries and where to put files.
+struct Setup {
+    var timerd: String
+    var probe: String
+    var out: String
+
+    func daemon(_ name: String, maxRunning: Int = 64) throws -> BenchDaemon {
+        try BenchDaemon(timerd: timerd, workDirectory: out, name: name, config: """
+            # Written by timerd-bench for the \(name) scenario.
+            [daemon]
+            max_running = \(maxRunning)
+            log = stderr
+
+            """)
+    }
+}
+
+/// 1. N jobs each due every second, phases spread evenly over the second, each running the probe.
+struct LatenessResult: Codable {
+    var peer = "timerd"
+    var jobs: Int
+    var seconds: Double
+    var expected_fires: Int
+    /// `fired` events timerd reported in the window.
+    var fired: Int
+    /// Probe lines written in the window (commands that started).
+    var starts: Int
+    var register_seconds: Double
+    /// Scheduled time → timer handler, as timerd measures it.
+    var dispatch_ms: Summary?
+    /// Scheduled time → command running, as the command observes it.
+    var command_ms: Summary?
+    var rss_kb: UInt64
+    var watcher_dropped: Bool
+}
+
+func runLateness(_ setup: Setup, jobs: Int, seconds: Double) throws -> LatenessResult {
+    let name = "timerd-\(jobs)"
+    let daemon = try setup.daemon(name, maxRunning: 1_000)
+    defer { daemon.stop() }
+    let samplesPath = "\(setup.out)/\(name).samples"
+    Measure.truncate(samplesPath)
+    let watcher = try FireWatcher(socket: daemon.socket, filter: "tag=bench")
+    let client = try BenchClient(socket: daemon.socket)
+    let lines = (0..<jobs).map { index in
+        let phase = 2_000_000_000 + index * 1_000_000_000 / jobs
+        return "ADD b\(index) every=1s start=\(phase)ns tag=bench -- \(setup.probe) \(samplesPath) 1000000000 0"
+    }
+    let registerStart = Measure.now()
+    let errors = try client.pipeline(lines)
+    let registerSeconds = Measure.seconds(since: registerStart)
+    guard errors.isEmpty else { throw BenchError("ADD failed: \(errors[0])") }
+    // Every job has fired at least once (first fires within 3 s) before the window opens.
+    Measure.sleep(seconds: 4)
+    Measure.truncate(samplesPath)
+    watcher.phase.set("window")
+    Measure.sleep(seconds: seconds)
+    watcher.phase.set(nil)
+    let command = Measure.probeSamples(samplesPath)
+    let rss = try daemon.residentBytes() / 1024
+    _ = try client.request("CANCEL tag=bench")
+    let dispatch = watcher.samples
+    try Measure.write(dispatch.map { String($0) }.joined(separator: "\n") + "\n", to: "\(setup.out)/\(name).dispatch")
+    return LatenessResult(
+        jobs: jobs, seconds: seconds, expected_fires: Int(Double(jobs) * seconds), fired: dispatch.count,
+        starts: command.count, register_seconds: registerSeconds, dispatch_ms: Summary(milliseconds: dispatch),
+        command_ms: Summary(milliseconds: command), rss_kb: rss, watcher_dropped: watcher.dropped.get())
+}
+
+/// 2. Many registered jobs: adding them (pipelined, and one connection per request), memory per job,
+/// `LIST`, `CANCEL tag=`, and the lateness of a few fast jobs meanwhile.
+struct ScaleResult: Codable {
+    var jobs: Int
+    var pipelined_seconds: Double
+    var pipelined_adds_per_second: Double
+    var per_client_seconds: Double
+    var per_client_adds_per_second: Double
+    var rss_before_kb: UInt64
+    var rss_after_kb: UInt64
+    var bytes_per_job: Double
+    var list_seconds: Double
+    var list_bytes: Int
+    var cancel_seconds: Double
+    var fast_jobs: Int
+    var fast_dispatch_ms: Summary?
+    var fast_command_ms: Summary?
+    /// The fast jobs' due → handler lateness during each step (pipelined, list, cancel, per-client).
+    var fast_dispatch_ms_by_step: [String: Summary]
+}
+
+func runScale(_ setup: Setup, jobs: Int) throws -> ScaleResult {
+    let daemon = try setup.daemon("scale")
+    defer { daemon.stop() }
+    let fastPath = "\(setup.out)/scale-fast.samples"
+    Measure.truncate(fastPath)
+    let watcher = try FireWatcher(socket: daemon.socket, filter: "tag=fast")
+    let client = try BenchClient(socket: daemon.socket)
+    let fastJobs = 5
+    for index in 0..<fastJobs {
+        let reply = try client.request("ADD fast\(index) every=100ms tag=fast -- \(setup.probe) \(fastPath) 100000000 0")
+        guard reply == "OK" else { throw BenchError("ADD fast\(index): \(reply)") }
+    }
+    Measure.sleep(seconds: 1)
+    Measure.truncate(fastPath)
+    let rssBefore = try daemon.residentBytes()
+    watcher.phase.set("pipelined")
+
+    let lines = (0..<jobs).map { "ADD j\($0) every=1h tag=bulk -- /bin/true" }
+    var start = Measure.now()
+    let errors = try client.pipeline(lines)
+    let pipelined = Measure.seconds(since: start)
+    guard errors.isEmpty else { throw BenchError("pipelined ADD failed: \(errors[0])") }
+    let rssAfter = try daemon.residentBytes()
+
+    watcher.phase.set("list")
+    start = Measure.now()
+    let list = try client.request("LIST")
+    let listSeconds = Measure.seconds(since: start)
+    guard list.hasPrefix("OK [") else { throw BenchError("LIST: \(list.prefix(200))") }
+
+    watcher.phase.set("cancel")
+    start = Measure.now()
+    let cancel = try client.request("CANCEL tag=bulk")
+    let cancelSeconds = Measure.seconds(since: start)
+    guard cancel.hasPrefix("OK") else { throw BenchError("CANCEL tag=bulk: \(cancel.prefix(200))") }
+
+    watcher.phase.set("per-client")
+    start = Measure.now()
+    for index in 0..<jobs {
+        let reply = try BenchClient(socket: daemon.socket).request("ADD c\(index) every=1h tag=bulk -- /bin/true")
+        guard reply == "OK" else { throw BenchError("ADD c\(index): \(reply)") }
+    }
+    let perClient = Measure.seconds(since: start)
+    watcher.phase.set(nil)
+
+    return ScaleResult(
+        jobs: jobs, pipelined_seconds: pipelined, pipelined_adds_per_second: Double(jobs) / pipelined,
+        per_client_seconds: perClient, per_client_adds_per_second: Double(jobs) / perClient,
+        rss_before_kb: rssBefore / 1024, rss_after_kb: rssAfter / 1024,
+        bytes_per_job: Double(rssAfter - min(rssAfter, rssBefore)) / Double(jobs),
+        list_seconds: listSeconds, list_bytes: list.utf8.count, cancel_seconds: cancelSeconds,
+        fast_jobs: fastJobs, fast_dispatch_ms: Summary(milliseconds: watcher.samples),
+        fast_command_ms: Summary(milliseconds: Measure.probeSamples(fastPath)),
+        fast_dispatch_ms_by_step: watcher.samplesByPhase.get().compactMapValues { Summary(milliseconds: $0) })
+}
+
+/// 3. Sustained command runs per second: more fires offered than two cores can start. Each job is due
+/// once a second (phases spread evenly), so a job never overlaps itself and no fire is skipped for
+/// overlap; what cannot start on time starts late, and late past its next due time counts as missed.
+struct ThroughputResult: Codable {
+    var jobs: Int
+    var offered_per_second: Double
+    var seconds: Double
+    var runs_ok: Int
+    var runs_failed: Int
+    var runs_per_second: Double
+    var skipped: Int
+    var max_running: Int
+}
+
+func runThroughput(_ setup: Setup, jobs: Int, seconds: Double) throws -> ThroughputResult {
+    let maxRunning = 256
+    let daemon = try setup.daemon("throughput", maxRunning: maxRunning)
+    defer { daemon.stop() }
+    let client = try BenchClient(socket: daemon.socket)
+    let errors = try client.pipeline((0..<jobs).map { index in
+        "ADD t\(index) every=1s start=\(1_000_000_000 + index * 1_000_000_000 / jobs)ns tag=load -- /bin/true"
+    })
+    guard errors.isEmpty else { throw BenchError("ADD failed: \(errors[0])") }
+    Measure.sleep(seconds: 3)
+    let before = try stats(client)
+    let start = Measure.now()
+    Measure.sleep(seconds: seconds)
+    let after = try stats(client)
+    let elapsed = Measure.seconds(since: start)
+    _ = try client.request("CANCEL tag=load")
+    let ok = after.runs.ok - before.runs.ok
+    return ThroughputResult(
+        jobs: jobs, offered_per_second: Double(jobs), seconds: elapsed, runs_ok: ok,
+        runs_failed: after.runs.failed - before.runs.failed, runs_per_second: Double(ok) / elapsed,
+        skipped: after.skipped - before.skipped, max_running: maxRunning)
+}
+
+func stats(_ client: BenchClient) throws -> DaemonStats {
+    let reply = try client.request("STATS")
+    guard reply.hasPrefix("OK ") else { throw BenchError("STATS: \(reply)") }
+    return try Payload.decode(DaemonStats.self, from: String(reply.dropFirst(3)))
+}
+
+/// 4. Idle cost: memory and wake-ups with 100 hourly jobs and no client.
+struct IdleResult: Codable {
+    var jobs: Int
+    var seconds: Double
+    var rss_kb: UInt64
+    var threads: Int
+    var context_switches: Int
+    var wakeups_per_minute: Double
+    /// The same measurement of a bare program with one idle Dispatch timer (`timerd-bench dispatch-idle`)…
+    var baseline_wakeups_per_minute: Double
+    var baseline_rss_kb: UInt64
+    /// … and of the same program after one block ran on the global concurrent queue, as Swift
+    /// concurrency's default executor does (`timerd-bench dispatch-idle global`).
+    var baseline_global_wakeups_per_minute: Double
+}
+
+func runIdle(_ setup: Setup, seconds: Double) throws -> IdleResult {
+    let daemon = try setup.daemon("idle")
+    defer { daemon.stop() }
+    let jobs = 100
+    do {
+        let client = try BenchClient(socket: daemon.socket)
+        let errors = try client.pipeline((0..<jobs).map { "ADD h\($0) every=1h -- /bin/true" })
+        guard errors.isEmpty else { throw BenchError("ADD failed: \(errors[0])") }
+    }
+    // Let the connection's end and any start-up work settle before counting.
+    Measure.sleep(seconds: 3)
+    let before = try daemon.contextSwitches()
+    let start = Measure.now()
+    Measure.sleep(seconds: seconds)
+    let after = try daemon.contextSwitches()
+    let elapsed = Measure.seconds(since: start)
+    let switches = ProcessProbe.wakeups(from: before, to: after)
+    let rss = try daemon.residentBytes() / 1024
+    let baseline = try idleBaseline(seconds: seconds, global: false)
+    let global = try idleBaseline(seconds: seconds, global: true)
+    return IdleResult(
+        jobs: jobs, seconds: elapsed, rss_kb: rss, threads: after.count,
+        context_switches: switches, wakeups_per_minute: Double(switches) * 60 / elapsed,
+        baseline_wakeups_per_minute: baseline.wakeupsPerMinute, baseline_rss_kb: baseline.rssKB,
+        baseline_global_wakeups_per_minute: global.wakeupsPerMinute)
+}
+
+/// Wake-ups of this program in `dispatch-idle` mode over `seconds`.
+func idleBaseline(seconds: Double, global: Bool) throws -> (wakeupsPerMinute: Double, rssKB: UInt64) {
+    let output = try FileDescriptor.openDevNull()
+    defer { try? output.close() }
+    let child = try Spawn.run(
+        program: try FileSystem.realPath("/proc/self/exe"), arguments: ["dispatch-idle"] + (global ? ["global"] : []), environment: [:], output: output)
+    let process = ProcessProbe(pid: child.pid)
+    defer {
+        _ = try? child.signal(.kill)
+        _ = try? child.waitExit(blocking: true)
+        try? child.pidfd.close()
+    }
+    Measure.sleep(seconds: 3)
+    let before = try process.contextSwitches()
+    let start = Measure.now()
+    Measure.sleep(seconds: seconds)
+    let after = try process.contextSwitches()
+    let elapsed = Measure.seconds(since: start)
+    return (Double(ProcessProbe.wakeups(from: before, to: after)) * 60 / elapsed, try process.residentBytes() / 1024)
+}
+
+/// The bare program `idleBaseline` measures: one Dispatch timer due in an hour, then nothing (after one
+/// empty block on the global concurrent queue if `global`).
+func dispatchIdle(global: Bool) -> Never {
+    let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "idle"))
+    timer.schedule(deadline: .now() + .seconds(3600))
+    timer.setEventHandler {}
+    timer.resume()
+    if global { DispatchQueue.global().async {} }
+    while true { pause() }
+}

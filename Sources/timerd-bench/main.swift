@@ -1,0 +1,82 @@
+import Foundation
+import TimerdSystem
+
+// timerd-bench: the benchmark program behind `make bench` (bench/run.sh). Each scenario starts its own
+// timerd (a release build) on a socket in the output directory and drives it over the control socket.
+
+let usage = """
+    usage: timerd-bench run --timerd PATH --probe PATH --out DIR [--seconds S] [--loads N,N]
+                            [--scale-jobs N] [--throughput-jobs N] [--throughput-seconds S]
+                            [--idle-seconds S] [--only LIST]
+           timerd-bench report --out DIR
+
+    run      lateness (N jobs every second for S seconds, for each N in --loads, default 1000,200; S
+             default 60), scale (--scale-jobs, default 100000), throughput (--throughput-jobs each due every
+             second, default 2500, for 20 s) and idle (default 60 s); --only picks some of lateness,scale,throughput,idle. Results go to DIR/*.json.
+    report   DIR/report.md, CDF files and DIR/lateness.gp from the results (and peers' results) in DIR.
+
+    """
+
+var options: [String: String] = [:]
+var arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.first == "dispatch-idle" { dispatchIdle(global: arguments.dropFirst().first == "global") }
+guard let mode = arguments.first, ["run", "report"].contains(mode) else {
+    CurrentProcess.writeToStderr(usage)
+    exit(2)
+}
+arguments.removeFirst()
+while let flag = arguments.first, flag.hasPrefix("--"), arguments.count >= 2 {
+    options[String(flag.dropFirst(2))] = arguments[1]
+    arguments.removeFirst(2)
+}
+guard arguments.isEmpty, let out = options["out"] else {
+    CurrentProcess.writeToStderr(usage)
+    exit(2)
+}
+
+@MainActor func number(_ key: String, _ fallback: Double) -> Double {
+    guard let text = options[key] else { return fallback }
+    guard let value = Double(text), value > 0 else {
+        CurrentProcess.writeToStderr("timerd-bench: --\(key) needs a positive number, got \(text)\n")
+        exit(2)
+    }
+    return value
+}
+
+do {
+    if mode == "report" {
+        try Report(out: out).write()
+        exit(0)
+    }
+    guard let timerd = options["timerd"], let probe = options["probe"] else {
+        CurrentProcess.writeToStderr(usage)
+        exit(2)
+    }
+    let setup = Setup(timerd: timerd, probe: probe, out: out)
+    let only = Set((options["only"] ?? "lateness,scale,throughput,idle").split(separator: ",").map(String.init))
+    let seconds = number("seconds", 60)
+    if only.contains("lateness") {
+        for load in (options["loads"] ?? "1000,200").split(separator: ",") {
+            guard let jobs = Int(load), jobs > 0 else { throw BenchError("--loads: not a job count: \(load)") }
+            print("lateness: \(jobs) jobs every second for \(Int(seconds)) s …")
+            let result = try runLateness(setup, jobs: jobs, seconds: seconds)
+            try Measure.writeJSON(result, to: "\(out)/timerd-\(jobs).json")
+        }
+    }
+    if only.contains("scale") {
+        let jobs = Int(number("scale-jobs", 100_000))
+        print("scale: \(jobs) jobs …")
+        try Measure.writeJSON(try runScale(setup, jobs: jobs), to: "\(out)/scale.json")
+    }
+    if only.contains("throughput") {
+        print("throughput …")
+        try Measure.writeJSON(try runThroughput(setup, jobs: Int(number("throughput-jobs", 2_500)), seconds: number("throughput-seconds", 20)), to: "\(out)/throughput.json")
+    }
+    if only.contains("idle") {
+        print("idle …")
+        try Measure.writeJSON(try runIdle(setup, seconds: number("idle-seconds", 60)), to: "\(out)/idle.json")
+    }
+} catch {
+    CurrentProcess.writeToStderr("timerd-bench: \(error)\n")
+    exit(1)
+}

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The benchmark behind `make bench` (see docs/performance.md). Needs the release build of timerd and
+# timerd-bench (the Makefile builds them first). Environment:
+#   BENCH_OUT      where results go (default bench/results; not under /tmp: the systemd peer runs in a
+#                  namespace with its own /tmp)
+#   BENCH_SECONDS  length of each lateness window (default 60)
+#   BENCH_LOADS    lateness loads in jobs (= fires per second), comma-separated (default 1000,200)
+#   BENCH_SCALE    jobs in the scale test (default 100000)
+#   BENCH_PEERS    "systemd" (default) or "none"
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+out=${BENCH_OUT:-$PWD/bench/results}
+seconds=${BENCH_SECONDS:-60}
+loads=${BENCH_LOADS:-1000,200}
+scale=${BENCH_SCALE:-100000}
+peers=${BENCH_PEERS:-systemd}
+bin=$PWD/.build/release
+
+case "$out" in
+    /*) ;;
+    *) out=$PWD/$out ;;
+esac
+mkdir -p "$out"
+# Results of an earlier run must not leak into this report.
+rm -f "$out"/*.json "$out"/*.samples "$out"/*.dispatch "$out"/*.dat "$out"/*.log "$out"/report.md "$out"/lateness.*
+cc -O2 -Wall -Wextra -o "$out/probe" bench/probe.c
+
+if [ "$peers" = systemd ]; then
+    for jobs in ${loads//,/ }; do
+        echo "systemd 252 peer: $jobs timers every second for $seconds s …"
+        status=0
+        bash bench/peer-systemd.sh --jobs "$jobs" --seconds "$seconds" --probe "$out/probe" --out "$out" || status=$?
+        if [ "$status" = 3 ]; then
+            echo "(systemd peer skipped: it needs root and unshare)"
+            break
+        elif [ "$status" != 0 ]; then
+            echo "systemd peer failed (exit $status)" >&2
+            exit "$status"
+        fi
+    done
+fi
+
+"$bin/timerd-bench" run --timerd "$bin/timerd" --probe "$out/probe" --out "$out" \
+    --seconds "$seconds" --loads "$loads" --scale-jobs "$scale"
+"$bin/timerd-bench" report --out "$out" > /dev/null
+gnuplot "$out/lateness.gp"
+echo
+cat "$out/report.md"
+echo
+echo "Report: $out/report.md, plot: $out/lateness.png"
