@@ -115,3 +115,51 @@ struct Job {
 enum JobStateValue: String, Sendable {
     case scheduled, paused, finished
 }
+
+/// The registry's jobs by name. A `Job` is several hundred bytes, and a dictionary keeps about a third of
+/// its slots empty (more right after it grows): storing jobs inline would cost that much per empty slot
+/// too. Each job lives in a box of its own instead, and the dictionary holds only pointers.
+/// Reads and writes have the dictionary's value semantics: `jobs[name]!.state = .paused` changes the
+/// stored job in place.
+struct JobTable: Sequence {
+    private final class Box {
+        var job: Job?
+        init(_ job: Job) { self.job = job }
+    }
+
+    private var boxes: [JobName: Box] = [:]
+
+    subscript(name: JobName) -> Job? {
+        get { boxes[name]?.job }
+        _modify {
+            if let box = boxes[name] {
+                // Moved out while the caller changes it, so its arrays and strings stay uniquely referenced.
+                var job = box.job.take()
+                defer {
+                    if let job { box.job = job } else { boxes[name] = nil }
+                }
+                yield &job
+            } else {
+                var job: Job? = nil
+                defer {
+                    if let job { boxes[name] = Box(job) }
+                }
+                yield &job
+            }
+        }
+    }
+
+    var count: Int { boxes.count }
+    var isEmpty: Bool { boxes.isEmpty }
+    var keys: some Collection<JobName> { boxes.keys }
+    var values: some Sequence<Job> { boxes.values.lazy.map { $0.job! } }
+
+    @discardableResult
+    mutating func removeValue(forKey name: JobName) -> Job? {
+        boxes.removeValue(forKey: name)?.job
+    }
+
+    func makeIterator() -> some IteratorProtocol<(key: JobName, value: Job)> {
+        boxes.lazy.map { (key: $0.key, value: $0.value.job!) }.makeIterator()
+    }
+}

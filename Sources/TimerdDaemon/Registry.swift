@@ -18,7 +18,7 @@ actor Registry {
     /// Environment every run starts from (before `TIMERD_*`, the job's `env` and `meta`).
     let baseEnvironment: [KeyValue]
 
-    var jobs: [JobName: Job] = [:]
+    var jobs = JobTable()
     var maxRunning: Int
     var runningTotal = 0
     /// Fires waiting for a run slot, oldest first.

@@ -90,6 +90,8 @@ struct ScaleResult: Codable {
     var fast_command_ms: Summary?
     /// The fast jobs' due → handler lateness during each step (pipelined, list, cancel, per-client).
     var fast_dispatch_ms_by_step: [String: Summary]
+    /// What one armed Dispatch timer source costs by itself (`timerd-bench dispatch-timers N`).
+    var dispatch_timer_bytes: Double
 }
 
 func runScale(_ setup: Setup, jobs: Int) throws -> ScaleResult {
@@ -145,7 +147,46 @@ func runScale(_ setup: Setup, jobs: Int) throws -> ScaleResult {
         list_seconds: listSeconds, list_bytes: list.utf8.count, cancel_seconds: cancelSeconds,
         fast_jobs: fastJobs, fast_dispatch_ms: Summary(milliseconds: watcher.samples),
         fast_command_ms: Summary(milliseconds: Measure.probeSamples(fastPath)),
-        fast_dispatch_ms_by_step: watcher.samplesByPhase.get().compactMapValues { Summary(milliseconds: $0) })
+        fast_dispatch_ms_by_step: watcher.samplesByPhase.get().compactMapValues { Summary(milliseconds: $0) },
+        dispatch_timer_bytes: try dispatchTimerCost(jobs))
+}
+
+/// Runs `timerd-bench dispatch-timers N` and reads the bytes per timer it prints.
+func dispatchTimerCost(_ count: Int) throws -> Double {
+    let pipe = try FileDescriptor.makePipe()
+    let child = try Spawn.run(
+        program: try FileSystem.realPath("/proc/self/exe"), arguments: ["dispatch-timers", String(count)],
+        environment: [:], output: pipe.write)
+    try? pipe.write.close()
+    let text = String(decoding: try pipe.read.readToEnd(), as: UTF8.self)
+    try? pipe.read.close()
+    _ = try? child.waitExit(blocking: true)
+    try? child.pidfd.close()
+    guard let bytes = Double(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+        throw BenchError("dispatch-timers printed \(text)")
+    }
+    return bytes
+}
+
+/// Arms `count` Dispatch timers (due in an hour, each with its own handler, as timerd arms one per job)
+/// and prints the growth of resident memory per timer.
+func dispatchTimers(_ count: Int) -> Never {
+    func resident() -> UInt64 { (try? ProcessProbe(pid: getpid()).residentBytes()) ?? 0 }
+    let queue = DispatchQueue(label: "timers")
+    let before = resident()
+    var timers: [any DispatchSourceTimer] = []
+    timers.reserveCapacity(count)
+    for index in 0..<count {
+        let timer = DispatchSource.makeTimerSource(flags: .strict, queue: queue)
+        timer.schedule(deadline: .now() + .seconds(3600), repeating: .never, leeway: .nanoseconds(0))
+        timer.setEventHandler { print(index) }
+        timer.resume()
+        timers.append(timer)
+    }
+    // Arming happens on libdispatch's manager queue; give it a moment before reading.
+    usleep(500_000)
+    print(Double(resident() - before) / Double(count))
+    exit(0)
 }
 
 /// 3. Sustained command runs per second: more fires offered than two cores can start. Each job is due

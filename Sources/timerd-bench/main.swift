@@ -12,13 +12,14 @@ let usage = """
 
     run      lateness (N jobs every second for S seconds, for each N in --loads, default 1000,200; S
              default 60), scale (--scale-jobs, default 100000), throughput (--throughput-jobs each due every
-             second, default 2500, for 20 s) and idle (default 60 s); --only picks some of lateness,scale,throughput,idle. Results go to DIR/*.json.
+             second, default 3000, for 20 s) and idle (default 60 s); --only picks some of lateness,scale,throughput,idle. Results go to DIR/*.json.
     report   DIR/report.md, CDF files and DIR/lateness.gp from the results (and peers' results) in DIR.
 
     """
 
 var options: [String: String] = [:]
 var arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.first == "dispatch-timers", let count = arguments.dropFirst().first.flatMap({ Int($0) }) { dispatchTimers(count) }
 if arguments.first == "dispatch-idle" { dispatchIdle(global: arguments.dropFirst().first == "global") }
 guard let mode = arguments.first, ["run", "report"].contains(mode) else {
     CurrentProcess.writeToStderr(usage)
@@ -70,7 +71,7 @@ do {
     }
     if only.contains("throughput") {
         print("throughput …")
-        try Measure.writeJSON(try runThroughput(setup, jobs: Int(number("throughput-jobs", 2_500)), seconds: number("throughput-seconds", 20)), to: "\(out)/throughput.json")
+        try Measure.writeJSON(try runThroughput(setup, jobs: Int(number("throughput-jobs", 3_000)), seconds: number("throughput-seconds", 20)), to: "\(out)/throughput.json")
     }
     if only.contains("idle") {
         print("idle …")
