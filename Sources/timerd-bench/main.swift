@@ -10,10 +10,13 @@ let usage = """
                             [--idle-seconds S] [--only LIST]
            timerd-bench report --out DIR
 
-    run      lateness (N jobs every second for S seconds, for each N in --loads, default 1000,200; S
-             default 60), scale (--scale-jobs, default 100000), throughput (--throughput-jobs each due every
-             second, default 3000, for 20 s) and idle (default 60 s); --only picks some of lateness,scale,throughput,idle. Results go to DIR/*.json.
+    run      lateness (N jobs every second for S seconds, for each N in --loads, default 1000,200;
+             S default 60), scale (--scale-jobs, default 100000), throughput (--throughput-jobs each
+             due every second, default 3000, for 20 s) and idle (default 60 s); --only picks some of
+             lateness,scale,throughput,idle. Results go to DIR/*.json.
     report   DIR/report.md, CDF files and DIR/lateness.gp from the results (and peers' results) in DIR.
+    dispatch-timers N, dispatch-idle [global]
+             the bare Dispatch programs the scale and idle scenarios measure for comparison.
 
     """
 
