@@ -2,7 +2,8 @@
 # missing system packages first (as root, or through sudo).
 
 SWIFT        ?= swift
-APT_PACKAGES := libsystemd-dev pkg-config systemd
+# openssl and python3: the webhook tests' throwaway CA and HTTP(S) server.
+APT_PACKAGES := libsystemd-dev libcurl4-openssl-dev pkg-config systemd openssl python3
 # `make bench` only: gnuplot draws the lateness plot, cc builds the probe the benchmarked commands run.
 BENCH_PACKAGES := gnuplot-nox gcc libc6-dev
 # lld instead of gold: gold warns about mktemp inside the static Foundation library we do not call.

@@ -2,9 +2,9 @@
 #
 # Installed as $(PREFIX)/share/bash-completion/completions/timerctl, where bash-completion loads it
 # on first use; or source it from ~/.bashrc. Completes verbs, global and per-verb flags, overlap
-# policies, owners (pid:), and job names, tags and modes from the running daemon (`timerctl --json
-# list`, honouring a --socket already on the command line; nothing if the daemon cannot be
-# reached). Needs no bash-completion helpers and no jq.
+# policies, webhook methods, owners (pid:), and job names, tags and modes from the running daemon
+# (`timerctl --json list`, honouring a --socket already on the command line; nothing if the daemon
+# cannot be reached). Needs no bash-completion helpers and no jq.
 #
 # Keep the lists in step with Sources/TimerdCLI/CLIVerb.swift and JobSpec.keys.
 
@@ -42,11 +42,13 @@ _timerctl_job_values() {
 _timerctl() {
     local verbs="add exec cancel pause resume run list show reload mode stats watch ping version help"
     local owner_flags="--owner --owner-pid --tag --modes"
-    local job_flags="--every --start --in --at --count --leeway --command --argv --timeout --kill-grace --overlap --env --meta --cwd $owner_flags"
-    local exec_flags="--start --interval --repeats --async --count --leeway --command --argv --timeout --kill-grace --env --meta --cwd $owner_flags"
+    local webhook_flags="--webhook --method --header --body --content-type --expect --retries --retry-backoff --redirects --ca-file --insecure"
+    local notify_flags="--on-failure --on-recovery"
+    local job_flags="--every --start --in --at --count --leeway --command --argv $webhook_flags --timeout --kill-grace --overlap --env --meta --cwd $owner_flags $notify_flags"
+    local exec_flags="--start --interval --repeats --async --count --leeway --command --argv $webhook_flags --timeout --kill-grace --env --meta --cwd $owner_flags $notify_flags"
     local resume_flags="--now --after"
     # Flags that take a value (as the next word or after "=").
-    local value_flags=" --socket --every --start --in --at --count --leeway --command --argv --timeout --kill-grace --overlap --env --meta --cwd --owner --owner-pid --tag --modes --interval --after "
+    local value_flags=" --socket --every --start --in --at --count --leeway --command --argv --timeout --kill-grace --overlap --env --meta --cwd --owner --owner-pid --tag --modes --interval --after $webhook_flags $notify_flags "
 
     # COMP_WORDS splits "--flag=value" at "=" (COMP_WORDBREAKS): glue those pieces back together.
     local -a words=()
@@ -111,6 +113,10 @@ _timerctl() {
         case $flag in
             --overlap)
                 mapfile -t COMPREPLY < <(compgen -P "$prefix" -W "skip queue allow replace" -- "$value") ;;
+            --method)
+                mapfile -t COMPREPLY < <(compgen -P "$prefix" -W "GET POST PUT PATCH DELETE HEAD" -- "$value") ;;
+            --insecure)
+                mapfile -t COMPREPLY < <(compgen -P "$prefix" -W "yes no" -- "$value") ;;
             --owner)
                 # owner=connection is refused by timerctl (its connection closes at once): pid:N only.
                 compopt -o nospace 2>/dev/null
@@ -124,7 +130,7 @@ _timerctl() {
                 compopt -o nospace 2>/dev/null
                 mapfile -t COMPREPLY < <(compgen -P "$prefix$head" \
                     -W "$(_timerctl_job_values "$prog" "$socket" modes default common)" -- "${value##*,}") ;;
-            --socket)
+            --socket | --ca-file)
                 compopt -o filenames 2>/dev/null
                 mapfile -t COMPREPLY < <(compgen -P "$prefix" -f -- "$value") ;;
             --cwd)

@@ -40,7 +40,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
     /// One line: what the verb does.
     package var abstract: String {
         switch self {
-        case .add: "Add a job that runs a command on a schedule."
+        case .add: "Add a job that runs a command or sends a webhook on a schedule."
         case .exec: "Add a job with a generated name, from a start and an interval; print its name."
         case .cancel: "Cancel jobs: remove them and their timers."
         case .pause: "Pause jobs: they do not fire until resumed."
@@ -64,12 +64,12 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .add:
             [
                 "add NAME (--every DUR [--start DUR] | --in DUR | --at TIME)",
-                "    (--command STRING | -- PROGRAM [ARG…]) [OPTIONS]",
+                "    (--command STRING | --webhook URL | -- PROGRAM [ARG…]) [OPTIONS]",
             ]
         case .exec:
             [
                 "exec [--start DUR] [--interval DUR] [--repeats] [--async]",
-                "    (--command STRING | -- PROGRAM [ARG…]) [OPTIONS]",
+                "    (--command STRING | --webhook URL | -- PROGRAM [ARG…]) [OPTIONS]",
             ]
         case .cancel: ["cancel (NAME… | --tag TAG) [--json]"]
         case .pause: ["pause (NAME… | --tag TAG) [--json]"]

@@ -54,7 +54,8 @@ package struct Flag: Sendable, Equatable {
     }
 
     /// Placeholder and help line per job key (`JobSpec.keys`). A key missing here still becomes a flag,
-    /// with a generic line; a test checks that every key has its own.
+    /// with a generic line; a test checks that every key has its own. An entry for a key that is not in
+    /// `JobSpec.keys` is never looked up.
     static let jobKeyHelp: [String: (String, String)] = [
         "every": ("DUR", "Fire every DUR (e.g. 30s, 5m, 1h30m)."),
         "start": ("DUR", "With --every: first fire after DUR (default: one interval)."),
@@ -73,6 +74,20 @@ package struct Flag: Sendable, Equatable {
         "owner": ("OWNER", "Cancel the job when its owner goes away: pid:N (when process N exits)."),
         "tag": ("TAG", "Label the job, to pause, resume, cancel or list by tag (repeatable)."),
         "modes": ("MODES", "Fire only in these daemon modes, comma-separated (default: default; common: every mode)."),
+        // Webhook jobs and notifications (docs/webhooks.md).
+        "webhook": ("URL", "Send an HTTP(S) request to URL instead of running a command."),
+        "method": ("METHOD", "With --webhook: GET, POST (default), PUT, PATCH, DELETE or HEAD."),
+        "header": ("HEADER", "With --webhook: send HEADER, written 'Name: value' (repeatable)."),
+        "body": ("TEXT", "Request body, with {job} {run} {scheduled_at} {fired_at} {meta.KEY} filled in."),
+        "content_type": ("TYPE", "With --webhook: the body's Content-Type (default application/json)."),
+        "retries": ("N", "With --webhook: retry a failed attempt up to N times (0-10, default 0)."),
+        "retry_backoff": ("DUR", "Wait DUR/2 to DUR before the first retry, doubling per retry (default 1s)."),
+        "expect": ("STATUSES", "With --webhook: statuses that count as success, e.g. 204,200-299 (default 2xx)."),
+        "redirects": ("N", "With --webhook: follow up to N redirects (0-10, default 0: none followed)."),
+        "ca_file": ("PATH", "Verify https servers with this PEM CA bundle (default: the system's CAs)."),
+        "insecure": ("yes|no", "With --webhook: yes skips verifying the server's certificate (default no)."),
+        "on_failure": ("URL|CMD", "When the job starts failing: POST to URL, or run CMD with /bin/sh -c (any job)."),
+        "on_recovery": ("URL|CMD", "When the job succeeds again: POST to URL, or run CMD with /bin/sh -c (any job)."),
     ]
 
     /// `--owner-pid PID`: `--owner pid:PID` for add and exec.

@@ -4,11 +4,15 @@ public enum Action: Equatable, Sendable {
     case shell(String)
     /// Run directly; `argv[0]` is looked up in `PATH` when it has no slash.
     case argv([String])
+    /// An HTTP(S) request.
+    case webhook(Webhook)
 
+    /// For logs: a webhook's URL without secrets (see `Webhook.redactedURL`).
     public var summary: String {
         switch self {
         case .shell(let line): return line
         case .argv(let words): return words.joined(separator: " ")
+        case .webhook(let hook): return "\(hook.method) \(hook.redactedURL)"
         }
     }
 }
@@ -63,12 +67,15 @@ public struct JobSpec: Equatable, Sendable {
     public var tags: [String]
     /// The daemon modes the job fires in (`modes=`, default `default`; `common` means every mode).
     public var modes: [String]
+    /// Told when a run fails after a success (or as the first run), and when a run succeeds after a failure.
+    public var onFailure: NotifyTarget?
+    public var onRecovery: NotifyTarget?
 
     public init(
         name: JobName, schedule: Schedule, action: Action, count: Int? = nil, leeway: Duration = .zero,
         timeout: Duration? = nil, killGrace: Duration = Limits.defaultKillGrace, overlap: OverlapPolicy = .skip,
         env: [KeyValue] = [], meta: [KeyValue] = [], cwd: String? = nil, owner: Owner? = nil, tags: [String] = [],
-        modes: [String] = [Mode.defaultName]
+        modes: [String] = [Mode.defaultName], onFailure: NotifyTarget? = nil, onRecovery: NotifyTarget? = nil
     ) {
         self.name = name
         self.schedule = schedule
@@ -84,16 +91,19 @@ public struct JobSpec: Equatable, Sendable {
         self.owner = owner
         self.tags = tags
         self.modes = modes
+        self.onFailure = onFailure
+        self.onRecovery = onRecovery
     }
 
     /// Every key a job accepts, in the order `options` writes them. The same list documents config keys,
     /// protocol options and (as `--kebab-case`) `timerctl` flags.
     public static let keys = [
-        "every", "start", "in", "at", "count", "leeway", "command", "argv", "timeout", "kill_grace", "overlap",
-        "env", "meta", "cwd", "owner", "tag", "modes",
+        "every", "start", "in", "at", "count", "leeway", "command", "argv", "webhook", "method", "header", "body",
+        "content_type", "expect", "retries", "retry_backoff", "redirects", "ca_file", "insecure", "timeout",
+        "kill_grace", "overlap", "env", "meta", "cwd", "owner", "tag", "modes", "on_failure", "on_recovery",
     ]
     /// Keys that may be given more than once.
-    public static let repeatableKeys: Set<String> = ["env", "meta", "tag"]
+    public static let repeatableKeys: Set<String> = ["env", "meta", "tag", "header"]
 
     /// Builds a spec from `key=value` options and an optional argv (the words after `--`).
     ///
@@ -103,8 +113,11 @@ public struct JobSpec: Equatable, Sendable {
         var env: [KeyValue] = []
         var meta: [KeyValue] = []
         var tags: [String] = []
+        var headers: [String] = []
         for option in options {
             switch option.key {
+            case "header":
+                headers.append(try Webhook.validateHeader(option.value))
             case "tag":
                 let tag = try Mode.validName(option.value, key: "tag", what: "tag")
                 if !tags.contains(tag) { tags.append(tag) }
@@ -191,11 +204,17 @@ public struct JobSpec: Equatable, Sendable {
             }
             actions.append(.argv(argv))
         }
+        if let url = single["webhook"] {
+            actions.append(.webhook(try Self.webhook(url: url, single: single, headers: headers, meta: meta)))
+        } else if let key = Webhook.keys.first(where: { single[$0] != nil }) ?? (headers.isEmpty ? nil : "header") {
+            throw TimerdError(.badArgument, "\(key) applies only to webhook= jobs", key: key)
+        }
         guard actions.count <= 1 else {
-            throw TimerdError(.badArgument, "give only one action: command=, argv= or words after --", key: single["command"] != nil ? "command" : "argv")
+            let key = ["command", "argv", "webhook"].first { single[$0] != nil } ?? "argv"
+            throw TimerdError(.badArgument, "give only one action: command=, argv=, webhook= or words after --", key: key)
         }
         guard let action = actions.first else {
-            throw TimerdError(.missingArgument, "an action is required: command=STRING or a program after --")
+            throw TimerdError(.missingArgument, "an action is required: command=STRING, webhook=URL or a program after --")
         }
 
         var overlap = OverlapPolicy.skip
@@ -215,7 +234,66 @@ public struct JobSpec: Equatable, Sendable {
             name: name, schedule: schedule, action: action, count: count, leeway: try duration("leeway") ?? .zero,
             timeout: timeout, killGrace: try duration("kill_grace") ?? Limits.defaultKillGrace, overlap: overlap,
             env: env, meta: meta, cwd: single["cwd"], owner: try single["owner"].map(Owner.parse),
-            tags: tags, modes: try single["modes"].map(Mode.parseList) ?? [Mode.defaultName])
+            tags: tags, modes: try single["modes"].map(Mode.parseList) ?? [Mode.defaultName],
+            onFailure: try single["on_failure"].map { text throws(TimerdError) in try NotifyTarget.parse(text, key: "on_failure") },
+            onRecovery: try single["on_recovery"].map { text throws(TimerdError) in try NotifyTarget.parse(text, key: "on_recovery") })
+    }
+
+    /// The `webhook=` action with its keys.
+    private static func webhook(url: String, single: [String: String], headers: [String], meta: [KeyValue]) throws(TimerdError) -> Webhook {
+        var hook = Webhook(url: try Webhook.validateURL(url), headers: headers)
+        if let method = single["method"] {
+            guard Webhook.methods.contains(method.uppercased()) else {
+                throw TimerdError(.badArgument, "method: expected one of \(Webhook.methods.joined(separator: ", ")), got \"\(method)\"", key: "method")
+            }
+            hook.method = method.uppercased()
+        }
+        if let body = single["body"] {
+            guard hook.hasBody else {
+                throw TimerdError(.badArgument, "body: a \(hook.method) request has no body", key: "body")
+            }
+            try Webhook.validateBody(body, metaKeys: meta.map(\.key))
+            hook.body = body
+        }
+        if let type = single["content_type"] {
+            guard !type.isEmpty, !type.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" }) else {
+                throw TimerdError(.badArgument, "content_type: expected a MIME type like application/json", key: "content_type")
+            }
+            hook.contentType = type
+        }
+        func number(_ key: String, _ range: ClosedRange<Int>) throws(TimerdError) -> Int? {
+            guard let text = single[key] else { return nil }
+            guard text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let value = Int(text), range.contains(value) else {
+                throw TimerdError(.badArgument, "\(key): expected a whole number from \(range.lowerBound) to \(range.upperBound), got \"\(text)\"", key: key)
+            }
+            return value
+        }
+        hook.retries = try number("retries", 0...Webhook.maximumRetries) ?? 0
+        hook.redirects = try number("redirects", 0...Webhook.maximumRedirects) ?? 0
+        if let text = single["retry_backoff"] {
+            let backoff: Duration
+            do { backoff = try DurationText.parse(text) } catch { throw TimerdError(.badArgument, "retry_backoff: \(error.message)", key: "retry_backoff") }
+            guard backoff > .zero, backoff <= Webhook.maximumBackoff else {
+                throw TimerdError(.badArgument, "retry_backoff: expected more than 0 and at most \(DurationText.format(Webhook.maximumBackoff))", key: "retry_backoff")
+            }
+            hook.retryBackoff = backoff
+        }
+        if let text = single["expect"] { hook.expect = try StatusSet.parse(text) }
+        if let path = single["ca_file"] {
+            guard path.hasPrefix("/") else { throw TimerdError(.badArgument, "ca_file must be an absolute path, got \"\(path)\"", key: "ca_file") }
+            hook.caFile = path
+        }
+        if let text = single["insecure"] {
+            switch text.lowercased() {
+            case "yes", "true", "on", "1": hook.insecure = true
+            case "no", "false", "off", "0": hook.insecure = false
+            default: throw TimerdError(.badArgument, "insecure: expected yes or no, got \"\(text)\"", key: "insecure")
+            }
+        }
+        if hook.caFile != nil || hook.insecure, !hook.url.lowercased().hasPrefix("https://") {
+            throw TimerdError(.badArgument, "\(hook.caFile != nil ? "ca_file" : "insecure") applies only to https:// URLs", key: hook.caFile != nil ? "ca_file" : "insecure")
+        }
+        return hook
     }
 
     /// The spec as canonical `key=value` options (argv jobs use the `argv` key, quoted word by word).
@@ -233,6 +311,18 @@ public struct JobSpec: Equatable, Sendable {
         switch action {
         case .shell(let line): list.append(KeyValue("command", line))
         case .argv(let words): list.append(KeyValue("argv", words.map(Words.quote).joined(separator: " ")))
+        case .webhook(let hook):
+            list.append(KeyValue("webhook", hook.url))
+            if hook.method != "POST" { list.append(KeyValue("method", hook.method)) }
+            list += hook.headers.map { KeyValue("header", $0) }
+            if let body = hook.body { list.append(KeyValue("body", body)) }
+            if let type = hook.contentType { list.append(KeyValue("content_type", type)) }
+            if hook.expect != .success { list.append(KeyValue("expect", hook.expect.description)) }
+            if hook.retries != 0 { list.append(KeyValue("retries", String(hook.retries))) }
+            if hook.retryBackoff != Webhook.defaultBackoff { list.append(KeyValue("retry_backoff", DurationText.format(hook.retryBackoff))) }
+            if hook.redirects != 0 { list.append(KeyValue("redirects", String(hook.redirects))) }
+            if let path = hook.caFile { list.append(KeyValue("ca_file", path)) }
+            if hook.insecure { list.append(KeyValue("insecure", "yes")) }
         }
         if let timeout { list.append(KeyValue("timeout", DurationText.format(timeout))) }
         if killGrace != Limits.defaultKillGrace { list.append(KeyValue("kill_grace", DurationText.format(killGrace))) }
@@ -243,6 +333,8 @@ public struct JobSpec: Equatable, Sendable {
         if let owner { list.append(KeyValue("owner", owner.description)) }
         list += tags.map { KeyValue("tag", $0) }
         if modes != [Mode.defaultName] { list.append(KeyValue("modes", modes.joined(separator: ","))) }
+        if let onFailure { list.append(KeyValue("on_failure", onFailure.description)) }
+        if let onRecovery { list.append(KeyValue("on_recovery", onRecovery.description)) }
         return list
     }
 

@@ -74,6 +74,9 @@ actor CommandRun: RunHandle {
         case .argv(let words):
             program = words[0]
             arguments = Array(words.dropFirst())
+        case .webhook:
+            // ActionLauncher sends webhooks to the webhook launcher; reaching here is a bug.
+            return finish(.failed, exitCode: nil, signal: nil, reason: "internal error: a webhook given to the command launcher")
         }
         let pipe: (read: FileDescriptor, write: FileDescriptor)
         do {

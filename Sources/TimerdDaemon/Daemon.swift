@@ -123,7 +123,7 @@ public final class Daemon: Sendable {
         configPathExplicit = explicit
         settings = Mutex(configuration.settings)
         registry = Registry(
-            launcher: CommandLauncher(log: log), log: log, maxRunning: configuration.settings.maxRunning,
+            launcher: ActionLauncher(commands: CommandLauncher(log: log), webhooks: WebhookLauncher(log: log)), log: log, maxRunning: configuration.settings.maxRunning,
             baseEnvironment: Self.baseEnvironment())
     }
 

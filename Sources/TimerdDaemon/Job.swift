@@ -34,6 +34,8 @@ struct RunOutcome: Sendable {
     var result: Result
     var exitCode: Int?
     var signal: Int?
+    /// A webhook run's last HTTP status.
+    var httpStatus: Int? = nil
     /// Human-readable cause, e.g. "exited with status 3" or "timed out after 5s; killed with SIGTERM".
     var reason: String
     var output: String

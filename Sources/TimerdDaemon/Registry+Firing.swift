@@ -197,10 +197,14 @@ extension Registry {
         let now = SystemClock.monoNow()
         let startedWall = SystemClock.wallNow()
         let lateness = Int64(bitPattern: now &- pending.scheduledMono)
-        let request = RunRequest(
+        var request = RunRequest(
             job: name.rawValue, runID: runID, action: job.spec.action,
-            environment: environment(for: job.spec, runID: runID, scheduled: pending.scheduledWall),
-            workingDirectory: job.spec.cwd ?? "/", timeout: job.spec.timeout, killGrace: job.spec.killGrace)
+            environment: [:], workingDirectory: job.spec.cwd ?? "/", timeout: job.spec.timeout, killGrace: job.spec.killGrace)
+        if case .webhook(let hook) = job.spec.action {
+            request.webhookBody = Self.webhookBody(hook, spec: job.spec, runID: runID, scheduled: pending.scheduledWall, fired: startedWall)
+        } else {
+            request.environment = environment(for: job.spec, runID: runID, scheduled: pending.scheduledWall)
+        }
         let jobID = job.id
         let handle = launcher.start(request) { [unowned self] event in
             self.enqueue { $0.runEvent(name, jobID: jobID, runID: runID, event: event) }
@@ -219,7 +223,7 @@ extension Registry {
     func runEvent(_ name: JobName, jobID: UInt64, runID: Int, event: RunEvent) {
         switch event {
         case .started(let pid):
-            log.debug(job: name.rawValue, run: runID, "started, pid \(pid)")
+            log.debug(job: name.rawValue, run: runID, pid.map { "started, pid \($0)" } ?? "request started")
             emit("started", job: name, run: runID)
             if let run = jobs[name]?.active.first(where: { $0.id == runID }), jobs[name]?.id == jobID {
                 let now = SystemClock.monoNow()
@@ -232,14 +236,16 @@ extension Registry {
             let summary = "\(outcome.result.rawValue): \(outcome.reason) after \(DurationText.format(.milliseconds(Int64(outcome.durationNs / 1_000_000))))"
             if var job = jobs[name], job.id == jobID {
                 job.active.removeAll { $0.id == runID }
+                let previous = job.lastOutcome?.outcome.result
                 job.lastOutcome = (runID, outcome)
                 job.runsByResult[outcome.result, default: 0] += 1
                 if outcome.result == .ok { job.lastSuccess = outcome.finishedWall }
                 jobs[name] = job
                 emit("finished", job: name, run: runID, result: outcome.result.rawValue, exitCode: outcome.exitCode,
-                     reason: outcome.reason)
+                     httpStatus: outcome.httpStatus, reason: outcome.reason)
                 log.log(outcome.result == .ok ? .info : .warning, job: name.rawValue, run: runID,
                         exitStatus: outcome.exitStatusField, summary)
+                notifyTransition(job.spec, runID: runID, outcome: outcome, previous: previous)
                 if job.active.isEmpty, let queued = job.queued {
                     job.queued = nil
                     jobs[name] = job

@@ -66,6 +66,7 @@ extension Registry {
             info.last_result = JobInfo.Result(rawValue: outcome.result.rawValue)
             info.last_exit_code = outcome.exitCode
             info.last_signal = outcome.signal
+            info.last_http_status = outcome.httpStatus
             info.last_duration_ms = Double(outcome.durationNs) / 1_000_000
             info.last_reason = outcome.reason
             info.last_output = outcome.output

@@ -34,7 +34,8 @@ extension Registry {
 
     /// Sends an event to every watcher whose filter matches `job` (encoded once, only if anyone watches).
     func emit(_ event: String, job name: JobName, run: Int? = nil, scheduledAt: WallTime? = nil,
-              result: String? = nil, exitCode: Int? = nil, reason: String? = nil, latenessNs: Int64? = nil) {
+              result: String? = nil, exitCode: Int? = nil, httpStatus: Int? = nil, reason: String? = nil,
+              latenessNs: Int64? = nil) {
         guard !watchers.isEmpty else { return }
         let tags = jobs[name]?.spec.tags ?? []
         let interested = watchers.values.filter { watcher in
@@ -47,7 +48,7 @@ extension Registry {
         guard !interested.isEmpty else { return }
         let line = Payload.encode(WatchEvent(
             at: RFC3339.format(SystemClock.wallNow()), event: event, job: name.rawValue, run: run,
-            scheduled_at: scheduledAt.map(RFC3339.format), result: result, exit_code: exitCode, reason: reason,
+            scheduled_at: scheduledAt.map(RFC3339.format), result: result, exit_code: exitCode, http_status: httpStatus, reason: reason,
             lateness_ms: latenessNs.map { Double($0) / 1_000_000 }))
         for watcher in interested { watcher.deliver(line) }
     }

@@ -93,6 +93,9 @@ actor Registry {
         startSchedule(&job, from: SystemClock.monoNow())
         jobs[spec.name] = job
         log.info(job: spec.name.rawValue, "added (\(origin.label)): \(spec.schedule.summary): \(spec.action.summary)")
+        if case .webhook(let hook) = spec.action, hook.insecure {
+            log.warning(job: spec.name.rawValue, "insecure=yes: the server's TLS certificate is not verified")
+        }
         emit("added", job: spec.name)
         if case .at(let time) = spec.schedule, time < SystemClock.wallNow() {
             // Only config jobs get here: their time passed before this daemon loaded them.

@@ -10,12 +10,15 @@ struct RunRequest: Sendable {
     var workingDirectory: String
     var timeout: Duration?
     var killGrace: Duration
+    /// A webhook run's body, placeholders filled (nil: none, or not a webhook).
+    var webhookBody: String? = nil
 }
 
 /// What a launcher reports back about a run, in order: `started` (or nothing, if spawning failed), then
 /// exactly one `finished`.
 enum RunEvent: Sendable {
-    case started(pid: Int32)
+    /// The process is running (no pid for a webhook request).
+    case started(pid: Int32?)
     case finished(RunOutcome)
 }
 
@@ -31,4 +34,15 @@ protocol RunHandle: Sendable {
 /// back through `events`, on the launcher's own queue.
 protocol RunLauncher: Sendable {
     func start(_ request: RunRequest, events: @escaping @Sendable (RunEvent) -> Void) -> any RunHandle
+}
+
+/// Commands to the command launcher, webhooks to the webhook launcher.
+struct ActionLauncher: RunLauncher {
+    let commands: any RunLauncher
+    let webhooks: any RunLauncher
+
+    func start(_ request: RunRequest, events: @escaping @Sendable (RunEvent) -> Void) -> any RunHandle {
+        if case .webhook = request.action { return webhooks.start(request, events: events) }
+        return commands.start(request, events: events)
+    }
 }

@@ -32,6 +32,8 @@ public struct JobInfo: Codable, Equatable, Sendable {
     public var last_result: Result?
     public var last_exit_code: Int?
     public var last_signal: Int?
+    /// The HTTP status of a webhook run's last attempt (null for commands, and when no response came).
+    public var last_http_status: Int?
     public var last_duration_ms: Double?
     /// How late the last run started compared with its scheduled time.
     public var last_lateness_ms: Double?
@@ -92,6 +94,7 @@ public struct JobInfo: Codable, Equatable, Sendable {
         try c.encode(last_result, forKey: .last_result)
         try c.encode(last_exit_code, forKey: .last_exit_code)
         try c.encode(last_signal, forKey: .last_signal)
+        try c.encode(last_http_status, forKey: .last_http_status)
         try c.encode(last_duration_ms, forKey: .last_duration_ms)
         try c.encode(last_lateness_ms, forKey: .last_lateness_ms)
         try c.encode(last_reason, forKey: .last_reason)
@@ -228,12 +231,15 @@ public struct WatchEvent: Codable, Equatable, Sendable {
     public var scheduled_at: String?
     public var result: String?
     public var exit_code: Int?
+    /// On `finished` of a webhook run: the last attempt's HTTP status.
+    public var http_status: Int?
     public var reason: String?
     /// On `fired`: scheduled time to timer handler, the sample `STATS` summarises.
     public var lateness_ms: Double?
 
     public init(at: String, event: String, job: String? = nil, run: Int? = nil, scheduled_at: String? = nil,
-                result: String? = nil, exit_code: Int? = nil, reason: String? = nil, lateness_ms: Double? = nil) {
+                result: String? = nil, exit_code: Int? = nil, http_status: Int? = nil, reason: String? = nil,
+                lateness_ms: Double? = nil) {
         self.at = at
         self.event = event
         self.job = job
@@ -241,6 +247,7 @@ public struct WatchEvent: Codable, Equatable, Sendable {
         self.scheduled_at = scheduled_at
         self.result = result
         self.exit_code = exit_code
+        self.http_status = http_status
         self.reason = reason
         self.lateness_ms = lateness_ms
     }

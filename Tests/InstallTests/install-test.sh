@@ -273,7 +273,9 @@ expect_completion "completion: timerctl pa<TAB> -> pause" "pause" timerctl pa
 expect_completion "completion: timerctl add x --kil<TAB> -> --kill-grace" "--kill-grace" timerctl add x --kil
 expect_completion "completion: timerctl add x --overlap <TAB> -> policies" "skip queue allow replace" \
     timerctl add x --overlap ""
-expect_completion "completion: timerctl exec --re<TAB> -> --repeats" "--repeats" timerctl exec --re
+expect_completion "completion: timerctl exec --rep<TAB> -> --repeats" "--repeats" timerctl exec --rep
+expect_completion "completion: timerctl add x --method <TAB> -> methods" "GET POST PUT PATCH DELETE HEAD" \
+    timerctl add x --method ""
 expect_completion "completion: timerctl resume j --<TAB> -> resume flags" "--socket --help --now --after" \
     timerctl resume j --
 expect_completion "completion: timerctl --j<TAB> -> --json" "--json" timerctl --j

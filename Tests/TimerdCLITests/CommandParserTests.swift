@@ -201,7 +201,7 @@ struct CommandParserTests {
         #expect(result.stderr == """
             timerctl: error: unknown option '--evry' for add (did you mean '--every'?)
             Usage: timerctl add NAME (--every DUR [--start DUR] | --in DUR | --at TIME)
-                                (--command STRING | -- PROGRAM [ARG…]) [OPTIONS]
+                                (--command STRING | --webhook URL | -- PROGRAM [ARG…]) [OPTIONS]
             See 'timerctl add --help'.
 
             """)

@@ -10,7 +10,7 @@ struct HelpTextTests {
             Control timerd, the timer daemon, over its Unix socket.
 
             Verbs:
-              add      Add a job that runs a command on a schedule.
+              add      Add a job that runs a command or sends a webhook on a schedule.
               exec     Add a job with a generated name, from a start and an interval; print its name.
               cancel   Cancel jobs: remove them and their timers.
               pause    Pause jobs: they do not fire until resumed.
@@ -40,9 +40,9 @@ struct HelpTextTests {
 
     static let add = """
             Usage: timerctl add NAME (--every DUR [--start DUR] | --in DUR | --at TIME)
-                                (--command STRING | -- PROGRAM [ARG…]) [OPTIONS]
+                                (--command STRING | --webhook URL | -- PROGRAM [ARG…]) [OPTIONS]
 
-            Add a job that runs a command on a schedule.
+            Add a job that runs a command or sends a webhook on a schedule.
 
             Give exactly one schedule and one action. Everything after -- is the program and its
             arguments, run without a shell. Each option is also a config file key: --kill-grace 10s
@@ -50,26 +50,39 @@ struct HelpTextTests {
             that process exits.
 
             Options:
-              --every DUR       Fire every DUR (e.g. 30s, 5m, 1h30m).
-              --start DUR       With --every: first fire after DUR (default: one interval).
-              --in DUR          Fire once, DUR from now.
-              --at TIME         Fire once at an RFC 3339 time (e.g. 2026-11-29T16:00:00Z).
-              --count N         With --every: stop after N runs.
-              --leeway DUR      Let the timer fire up to DUR late so wake-ups coalesce.
-              --command STRING  Run STRING with /bin/sh -c.
-              --argv WORDS      Run a program without a shell, given as one quoted string.
-              --timeout DUR     Stop a run that takes longer than DUR.
-              --kill-grace DUR  Wait DUR between SIGTERM and SIGKILL (default 5s).
-              --overlap POLICY  When still running at a fire: skip (default), queue, allow or replace.
-              --env NAME=VALUE  Set an environment variable for the command (repeatable).
-              --meta KEY=VALUE  Attach user info, passed as TIMERD_META_KEY (repeatable).
-              --cwd PATH        Run in directory PATH (absolute; default /).
-              --owner OWNER     Cancel the job when its owner goes away: pid:N (when process N exits).
-              --owner-pid PID   Cancel the job when process PID exits (--owner pid:PID).
-              --tag TAG         Label the job, to pause, resume, cancel or list by tag (repeatable).
-              --modes MODES     Fire only in these daemon modes, comma-separated (default: default; common: every mode).
-              --socket PATH     Talk to timerd on PATH (see 'timerctl --help').
-              -h, --help        Show this help.
+              --every DUR            Fire every DUR (e.g. 30s, 5m, 1h30m).
+              --start DUR            With --every: first fire after DUR (default: one interval).
+              --in DUR               Fire once, DUR from now.
+              --at TIME              Fire once at an RFC 3339 time (e.g. 2026-11-29T16:00:00Z).
+              --count N              With --every: stop after N runs.
+              --leeway DUR           Let the timer fire up to DUR late so wake-ups coalesce.
+              --command STRING       Run STRING with /bin/sh -c.
+              --argv WORDS           Run a program without a shell, given as one quoted string.
+              --webhook URL          Send an HTTP(S) request to URL instead of running a command.
+              --method METHOD        With --webhook: GET, POST (default), PUT, PATCH, DELETE or HEAD.
+              --header HEADER        With --webhook: send HEADER, written 'Name: value' (repeatable).
+              --body TEXT            Request body, with {job} {run} {scheduled_at} {fired_at} {meta.KEY} filled in.
+              --content-type TYPE    With --webhook: the body's Content-Type (default application/json).
+              --expect STATUSES      With --webhook: statuses that count as success, e.g. 204,200-299 (default 2xx).
+              --retries N            With --webhook: retry a failed attempt up to N times (0-10, default 0).
+              --retry-backoff DUR    Wait DUR/2 to DUR before the first retry, doubling per retry (default 1s).
+              --redirects N          With --webhook: follow up to N redirects (0-10, default 0: none followed).
+              --ca-file PATH         Verify https servers with this PEM CA bundle (default: the system's CAs).
+              --insecure yes|no      With --webhook: yes skips verifying the server's certificate (default no).
+              --timeout DUR          Stop a run that takes longer than DUR.
+              --kill-grace DUR       Wait DUR between SIGTERM and SIGKILL (default 5s).
+              --overlap POLICY       When still running at a fire: skip (default), queue, allow or replace.
+              --env NAME=VALUE       Set an environment variable for the command (repeatable).
+              --meta KEY=VALUE       Attach user info, passed as TIMERD_META_KEY (repeatable).
+              --cwd PATH             Run in directory PATH (absolute; default /).
+              --owner OWNER          Cancel the job when its owner goes away: pid:N (when process N exits).
+              --owner-pid PID        Cancel the job when process PID exits (--owner pid:PID).
+              --tag TAG              Label the job, to pause, resume, cancel or list by tag (repeatable).
+              --modes MODES          Fire only in these daemon modes, comma-separated (default: default; common: every mode).
+              --on-failure URL|CMD   When the job starts failing: POST to URL, or run CMD with /bin/sh -c (any job).
+              --on-recovery URL|CMD  When the job succeeds again: POST to URL, or run CMD with /bin/sh -c (any job).
+              --socket PATH          Talk to timerd on PATH (see 'timerctl --help').
+              -h, --help             Show this help.
 
             """
 

@@ -54,9 +54,11 @@ struct JobSpecTests {
             ("timeout", "2m"), ("kill_grace", "1s"), ("overlap", "replace"), ("env", "A=1"), ("env", "B=x=y"),
             ("meta", "owner=ops"), ("meta", "1st=yes"), ("cwd", "/var/tmp"), ("owner", "pid:42"), ("tag", "t1"),
             ("tag", "t2"), ("modes", "common,maintenance")))
-        // Every key in `keys` except the alternatives of schedule and action appears above.
+        // Every key in `keys` except the alternatives of schedule and action (and the webhook action's own
+        // keys, covered in WebhookTests) appears above.
         let used = Set(spec.options.map(\.key))
-        #expect(Set(JobSpec.keys).subtracting(used) == ["in", "at", "command"])
+        #expect(Set(JobSpec.keys).subtracting(used).subtracting(Webhook.keys)
+            == ["in", "at", "command", "webhook", "on_failure", "on_recovery"])
     }
 
     @Test("schedules", arguments: [
@@ -316,7 +318,9 @@ struct JobSpecTests {
     static let sampleValue: [String: String] = [
         "every": "1s", "start": "1s", "in": "1s", "at": "2026-01-01T00:00:00Z", "count": "2", "leeway": "1ms",
         "command": "true", "argv": "true", "timeout": "1s", "kill_grace": "1s", "overlap": "queue", "cwd": "/",
-        "owner": "pid:42", "modes": "common",
+        "owner": "pid:42", "modes": "common", "webhook": "http://127.0.0.1/", "method": "PUT", "body": "x",
+        "content_type": "text/plain", "expect": "2xx", "retries": "1", "retry_backoff": "1s", "redirects": "1",
+        "ca_file": "/etc/ssl/ca.pem", "insecure": "no", "on_failure": "true", "on_recovery": "true",
     ]
 
     @Test("non-repeatable keys given twice", arguments: singleKeys)
@@ -334,10 +338,11 @@ struct JobSpecTests {
     @Test("keys and repeatable keys")
     func keyLists() {
         #expect(JobSpec.keys == [
-            "every", "start", "in", "at", "count", "leeway", "command", "argv", "timeout", "kill_grace", "overlap",
-            "env", "meta", "cwd", "owner", "tag", "modes",
+            "every", "start", "in", "at", "count", "leeway", "command", "argv", "webhook", "method", "header", "body",
+            "content_type", "expect", "retries", "retry_backoff", "redirects", "ca_file", "insecure", "timeout",
+            "kill_grace", "overlap", "env", "meta", "cwd", "owner", "tag", "modes", "on_failure", "on_recovery",
         ])
-        #expect(JobSpec.repeatableKeys == ["env", "meta", "tag"])
+        #expect(JobSpec.repeatableKeys == ["env", "meta", "tag", "header"])
         #expect(Set(JobSpec.keys).count == JobSpec.keys.count)
     }
 
