@@ -41,8 +41,21 @@ if [ "$peers" = systemd ]; then
     done
 fi
 
+# The webhook scenario's server: Debian's nginx binary, unpacked (not installed: the package would start
+# a system-wide nginx on port 80).
+nginx=$(command -v nginx || true)
+if [ -z "$nginx" ]; then
+    if [ ! -x "$out/nginx-root/usr/sbin/nginx" ]; then
+        (cd "$out" && rm -f nginx_*.deb && apt-get download -qq nginx 2>/dev/null && dpkg -x nginx_*.deb nginx-root) \
+            || echo "(could not fetch Debian's nginx: the webhook scenario is skipped)"
+    fi
+    [ -x "$out/nginx-root/usr/sbin/nginx" ] && nginx=$out/nginx-root/usr/sbin/nginx
+fi
+only=lateness,scale,throughput,idle
+[ -n "$nginx" ] && only=$only,webhooks
+
 "$bin/timerd-bench" run --timerd "$bin/timerd" --probe "$out/probe" --out "$out" \
-    --seconds "$seconds" --loads "$loads" --scale-jobs "$scale"
+    --seconds "$seconds" --loads "$loads" --scale-jobs "$scale" --only "$only" ${nginx:+--nginx "$nginx"}
 "$bin/timerd-bench" report --out "$out" > /dev/null
 gnuplot "$out/lateness.gp"
 echo

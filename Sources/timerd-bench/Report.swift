@@ -91,7 +91,13 @@ struct Report {
             text += "offered, phases spread evenly, `max_running` \(load.max_running)), \(fmt(load.seconds, 0)) s: "
             text += "**\(fmt(load.runs_per_second, 0)) runs/s** completed (\(load.runs_ok) ok, \(load.runs_failed) failed, "
             text += "\(load.skipped) fires missed because they could not start before the job's next due time).\n\n"
-            text += "Webhook requests per second: not measured yet — webhook jobs do not exist yet (issue: webhook jobs over libcurl).\n\n"
+        }
+        if let hooks = load(WebhookThroughputResult.self, "webhooks.json") {
+            text += "## Sustained webhook requests\n\n"
+            text += "\(hooks.jobs) webhook jobs each due every second (\(fmt(hooks.offered_per_second, 0)) requests/s offered) "
+            text += "to a local nginx answering 200, \(fmt(hooks.seconds, 0)) s: **\(fmt(hooks.requests_per_second, 0)) requests/s** "
+            text += "completed (\(hooks.requests_ok) ok, \(hooks.requests_failed) failed, \(hooks.skipped) fires missed), "
+            text += "at most \(hooks.max_threads) daemon threads.\n\n"
         }
         if let idle = load(IdleResult.self, "idle.json") {
             text += "## Idle\n\n"

@@ -226,6 +226,93 @@ func runThroughput(_ setup: Setup, jobs: Int, seconds: Double) throws -> Through
         skipped: after.skipped - before.skipped, max_running: maxRunning)
 }
 
+/// 3b. Sustained webhook requests per second, to a local nginx that answers 200 at once.
+struct WebhookThroughputResult: Codable {
+    var jobs: Int
+    var offered_per_second: Double
+    var seconds: Double
+    var requests_ok: Int
+    var requests_failed: Int
+    var requests_per_second: Double
+    var skipped: Int
+    var max_threads: Int
+}
+
+func runWebhookThroughput(_ setup: Setup, nginx: String, jobs: Int, seconds: Double) throws -> WebhookThroughputResult {
+    let port = 18_000 + Int(getpid() % 1000)
+    let prefix = "\(setup.out)/nginx"
+    try FileSystem.makeDirectories(prefix + "/logs")
+    try FileSystem.writeAtomically("\(prefix)/nginx.conf", """
+        # Written by timerd-bench: a loopback server that answers every request with 200.
+        daemon off;
+        worker_processes 1;
+        pid \(prefix)/nginx.pid;
+        error_log \(prefix)/logs/error.log warn;
+        events { worker_connections 4096; }
+        http {
+            access_log off;
+            client_body_temp_path \(prefix)/body;
+            proxy_temp_path \(prefix)/proxy;
+            fastcgi_temp_path \(prefix)/fastcgi;
+            uwsgi_temp_path \(prefix)/uwsgi;
+            scgi_temp_path \(prefix)/scgi;
+            keepalive_requests 1000000;
+            server {
+                listen 127.0.0.1:\(port);
+                location / { return 200 "ok\\n"; }
+            }
+        }
+
+        """)
+    let output = try FileDescriptor.open("\(prefix)/logs/stderr.log", .writeOnly, options: [.create, .truncate])
+    let server = try Spawn.run(program: nginx, arguments: ["-p", prefix, "-c", "\(prefix)/nginx.conf"], environment: [:], output: output)
+    try? output.close()
+    defer {
+        _ = try? server.signal(.term)
+        _ = try? server.waitExit(blocking: true)
+        try? server.pidfd.close()
+    }
+    // nginx is up once its port accepts a connection.
+    var ready = false
+    for _ in 0..<500 where !ready {
+        let socket = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = in_addr_t(0x7F00_0001).bigEndian
+        ready = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+        close(socket)
+        if !ready { usleep(10_000) }
+    }
+    guard ready else { throw BenchError("nginx did not start; see \(prefix)/logs") }
+
+    let daemon = try setup.daemon("webhooks", maxRunning: 1_000)
+    defer { daemon.stop() }
+    let client = try BenchClient(socket: daemon.socket)
+    let errors = try client.pipeline((0..<jobs).map { index in
+        "ADD w\(index) every=1s start=\(1_000_000_000 + index * 1_000_000_000 / jobs)ns tag=load webhook=http://127.0.0.1:\(port)/hook"
+    })
+    guard errors.isEmpty else { throw BenchError("ADD failed: \(errors[0])") }
+    Measure.sleep(seconds: 3)
+    let before = try stats(client)
+    let start = Measure.now()
+    var maxThreads = 0
+    while Measure.seconds(since: start) < seconds {
+        Measure.sleep(seconds: 0.5)
+        maxThreads = max(maxThreads, (try? daemon.contextSwitches().count) ?? 0)
+    }
+    let after = try stats(client)
+    let elapsed = Measure.seconds(since: start)
+    _ = try client.request("CANCEL tag=load")
+    let ok = after.runs.ok - before.runs.ok
+    return WebhookThroughputResult(
+        jobs: jobs, offered_per_second: Double(jobs), seconds: elapsed, requests_ok: ok,
+        requests_failed: after.runs.failed + after.runs.timeout - before.runs.failed - before.runs.timeout,
+        requests_per_second: Double(ok) / elapsed, skipped: after.skipped - before.skipped, max_threads: maxThreads)
+}
+
 func stats(_ client: BenchClient) throws -> DaemonStats {
     let reply = try client.request("STATS")
     guard reply.hasPrefix("OK ") else { throw BenchError("STATS: \(reply)") }

@@ -7,13 +7,14 @@ import TimerdSystem
 let usage = """
     usage: timerd-bench run --timerd PATH --probe PATH --out DIR [--seconds S] [--loads N,N]
                             [--scale-jobs N] [--throughput-jobs N] [--throughput-seconds S]
-                            [--idle-seconds S] [--only LIST]
+                            [--webhook-jobs N] [--nginx PATH] [--idle-seconds S] [--only LIST]
            timerd-bench report --out DIR
 
     run      lateness (N jobs every second for S seconds, for each N in --loads, default 1000,200;
              S default 60), scale (--scale-jobs, default 100000), throughput (--throughput-jobs each
              due every second, default 3000, for 20 s) and idle (default 60 s); --only picks some of
-             lateness,scale,throughput,idle. Results go to DIR/*.json.
+             lateness,scale,throughput,webhooks,idle; webhooks (--webhook-jobs each due every
+             second, default 8000, to a local nginx given by --nginx). Results go to DIR/*.json.
     report   DIR/report.md, CDF files and DIR/lateness.gp from the results (and peers' results) in DIR.
     dispatch-timers N, dispatch-idle [global]
              the bare Dispatch programs the scale and idle scenarios measure for comparison.
@@ -57,7 +58,7 @@ do {
         exit(2)
     }
     let setup = Setup(timerd: timerd, probe: probe, out: out)
-    let only = Set((options["only"] ?? "lateness,scale,throughput,idle").split(separator: ",").map(String.init))
+    let only = Set((options["only"] ?? "lateness,scale,throughput,webhooks,idle").split(separator: ",").map(String.init))
     let seconds = number("seconds", 60)
     if only.contains("lateness") {
         for load in (options["loads"] ?? "1000,200").split(separator: ",") {
@@ -75,6 +76,13 @@ do {
     if only.contains("throughput") {
         print("throughput …")
         try Measure.writeJSON(try runThroughput(setup, jobs: Int(number("throughput-jobs", 3_000)), seconds: number("throughput-seconds", 20)), to: "\(out)/throughput.json")
+    }
+    if only.contains("webhooks") {
+        guard let nginx = options["nginx"] else { throw BenchError("webhooks: give --nginx PATH (Debian's nginx-light)") }
+        print("webhooks …")
+        try Measure.writeJSON(try runWebhookThroughput(
+            setup, nginx: nginx, jobs: Int(number("webhook-jobs", 8_000)), seconds: number("throughput-seconds", 20)),
+            to: "\(out)/webhooks.json")
     }
     if only.contains("idle") {
         print("idle …")
