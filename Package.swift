@@ -20,12 +20,13 @@ let package = Package(
         // Typed wrappers over Glibc: descriptors, Unix sockets, spawn, signals.
         .target(name: "TimerdSystem", dependencies: ["CTimerdSys"]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
-        // Webhooks: libcurl's multi interface, driven by our epoll thread. Typed wrappers for its variadic calls.
-        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        // Webhooks: libcurl (headers from Debian's libcurl4-openssl-dev), loaded with dlopen on the first
+        // webhook; typed wrappers for its variadic calls.
+        .target(name: "CTimerdCurl"),
         // The running service: registry, timers, control server, command runner.
         .target(
             name: "TimerdDaemon",
-            dependencies: ["TimerdCore", "TimerdProtocol", "TimerdConfig", "TimerdSystem", "CSystemd", "CCurl"]
+            dependencies: ["TimerdCore", "TimerdProtocol", "TimerdConfig", "TimerdSystem", "CSystemd", "CTimerdCurl"]
         ),
         // timerctl: verbs, flags, output, exit codes.
         .target(name: "TimerdCLI", dependencies: ["TimerdCore", "TimerdProtocol", "TimerdSystem"]),

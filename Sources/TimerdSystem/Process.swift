@@ -56,6 +56,16 @@ public enum ProcessControl {
         return try sendSignal(Glibc.kill(pid, signal.rawValue))
     }
 
+    /// Resident set size in bytes of process `pid` (`"self"` for this one), from /proc/PID/statm.
+    public static func residentSetBytes(of pid: String) throws(Errno) -> UInt64 {
+        let text = String(decoding: try FileSystem.readFile("/proc/\(pid)/statm"), as: UTF8.self)
+        let fields = text.split(separator: " ")
+        guard fields.count > 1, let pages = UInt64(fields[1]) else {
+            throw .invalidArgument
+        }
+        return pages * UInt64(sysconf(Int32(_SC_PAGESIZE)))
+    }
+
     /// Opens a close-on-exec pidfd for any process (not only a child): it becomes readable
     /// when the process ends. Throws ESRCH if there is no such process.
     ///
@@ -133,12 +143,7 @@ public enum CurrentProcess {
 
     /// Resident set size in bytes, from /proc/self/statm.
     public static func residentSetBytes() throws(Errno) -> UInt64 {
-        let text = String(decoding: try FileSystem.readFile("/proc/self/statm"), as: UTF8.self)
-        let fields = text.split(separator: " ")
-        guard fields.count > 1, let pages = UInt64(fields[1]) else {
-            throw .invalidArgument
-        }
-        return pages * UInt64(sysconf(Int32(_SC_PAGESIZE)))
+        try ProcessControl.residentSetBytes(of: "self")
     }
 
     /// Writes `text` to standard error in one `write` (looping only over a short write), so

@@ -56,13 +56,8 @@ final class BenchDaemon {
 struct ProcessProbe {
     let pid: Int32
 
-    /// Resident memory in bytes (/proc/PID/statm).
-    func residentBytes() throws -> UInt64 {
-        let text = String(decoding: try FileSystem.readFile("/proc/\(pid)/statm"), as: UTF8.self)
-        let fields = text.split(separator: " ")
-        guard fields.count > 1, let pages = UInt64(fields[1]) else { throw BenchError("cannot read /proc/\(pid)/statm") }
-        return pages * UInt64(sysconf(Int32(_SC_PAGESIZE)))
-    }
+    /// Resident memory in bytes.
+    func residentBytes() throws -> UInt64 { try ProcessControl.residentSetBytes(of: String(pid)) }
 
     /// Context switches (voluntary + involuntary) so far, by thread id: each switch in is one wake-up.
     func contextSwitches() throws -> [String: Int] {

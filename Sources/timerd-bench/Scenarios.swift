@@ -171,7 +171,7 @@ func dispatchTimerCost(_ count: Int) throws -> Double {
 /// Arms `count` Dispatch timers (due in an hour, each with its own handler, as timerd arms one per job)
 /// and prints the growth of resident memory per timer.
 func dispatchTimers(_ count: Int) -> Never {
-    func resident() -> UInt64 { (try? ProcessProbe(pid: getpid()).residentBytes()) ?? 0 }
+    func resident() -> UInt64 { (try? CurrentProcess.residentSetBytes()) ?? 0 }
     let queue = DispatchQueue(label: "timers")
     let before = resident()
     var timers: [any DispatchSourceTimer] = []

@@ -1,0 +1,50 @@
+#ifndef TIMERD_CTIMERDCURL_H
+#define TIMERD_CTIMERDCURL_H
+
+/* libcurl for timerd's webhooks, loaded with dlopen on the first webhook rather than linked: libcurl
+ * pulls in some thirty libraries (TLS, Kerberos, LDAP, SSH, ...) whose loading alone cost a daemon without
+ * webhooks about 5 MiB of resident memory. Only the headers are used at build time (Debian's
+ * libcurl4-openssl-dev); every call goes through the tcurl_ functions below, never curl_* directly.
+ *
+ * Also: curl_easy_setopt, curl_multi_setopt and curl_easy_getinfo are variadic, which Swift cannot
+ * call, hence one typed wrapper per argument kind. */
+
+#include <stddef.h>
+#include <curl/curl.h>
+
+/* Loads libcurl.so.4 and resolves what timerd uses; 0 on success, else -1 with the reason in `error`.
+ * Call once, before any other tcurl_ function. Not thread-safe; timerd calls it on its webhook queue. */
+int tcurl_load(char *error, size_t size);
+
+CURLcode tcurl_global_init(long flags);
+
+CURLM *tcurl_multi_init(void);
+CURLMcode tcurl_multi_add_handle(CURLM *multi, CURL *easy);
+CURLMcode tcurl_multi_remove_handle(CURLM *multi, CURL *easy);
+const char *tcurl_multi_strerror(CURLMcode code);
+CURLMcode tcurl_multi_socket_action(CURLM *multi, curl_socket_t socket, int events, int *running);
+CURLMsg *tcurl_multi_info_read(CURLM *multi, int *left);
+
+typedef int (*tcurl_socket_callback)(CURL *easy, curl_socket_t socket, int what, void *context, void *socket_context);
+typedef int (*tcurl_timer_callback)(CURLM *multi, long timeout_ms, void *context);
+CURLMcode tcurl_multi_setopt_socket(CURLM *multi, tcurl_socket_callback callback, void *context);
+CURLMcode tcurl_multi_setopt_timer(CURLM *multi, tcurl_timer_callback callback, void *context);
+
+CURL *tcurl_easy_init(void);
+void tcurl_easy_cleanup(CURL *easy);
+const char *tcurl_easy_strerror(CURLcode code);
+CURLcode tcurl_easy_setopt_long(CURL *easy, CURLoption option, long value);
+CURLcode tcurl_easy_setopt_string(CURL *easy, CURLoption option, const char *value);
+CURLcode tcurl_easy_setopt_pointer(CURL *easy, CURLoption option, void *value);
+CURLcode tcurl_easy_setopt_slist(CURL *easy, CURLoption option, struct curl_slist *value);
+typedef size_t (*tcurl_write_callback)(char *data, size_t size, size_t count, void *context);
+CURLcode tcurl_easy_setopt_write(CURL *easy, tcurl_write_callback callback);
+CURLcode tcurl_easy_getinfo_long(CURL *easy, CURLINFO info, long *value);
+
+struct curl_slist *tcurl_slist_append(struct curl_slist *list, const char *text);
+void tcurl_slist_free_all(struct curl_slist *list);
+
+/* The result of a finished transfer (CURLMsg's union). */
+CURLcode tcurl_message_result(const CURLMsg *message);
+
+#endif
