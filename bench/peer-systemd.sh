@@ -15,8 +15,8 @@
 # `*-*-* *:*:00.ffffff/1` with ffffff = i*1e6/N µs, rounded to the µs (calendar specs go no finer); the probe
 # is given that same rounded phase, so lateness is measured against the instant systemd was asked for.
 #
-# The private systemd is booted as in /work/shared/design/systemd-in-a-namespace.md and
-# Tests/SystemdTests/Testbed.swift: PID + mount + cgroup namespaces, its own cgroups (removed at the end), tmpfs
+# The private systemd is booted by tools/private-systemd.sh, the recipe Tests/SystemdTests uses too
+# (see the design note systemd-in-a-namespace.md): PID + mount + cgroup namespaces, its own cgroups (removed at the end), tmpfs
 # /tmp and /run, volatile journal, a target of its own with no default dependencies, --log-level=warning (so
 # the per-start "Starting/Finished" info lines a default host would journal are not written: if anything that
 # flatters systemd). Powered off with SIGRTMIN+4 to its host PID only, on every exit path.
@@ -147,60 +147,14 @@ trap cleanup EXIT
 trap 'echo "peer-systemd: interrupted" >&2; exit 130' INT
 trap 'echo "peer-systemd: terminated" >&2; exit 143' TERM
 
-# Moves itself into a cgroup of its own in every hierarchy, so the private systemd's init.scope, system.slice…
-# are created below it (and removed at the end) instead of at the host's cgroup roots; then execs unshare.
-cat > "$scratch/outer.sh" <<'EOF'
-set -eu
-cg=$1 scratch=$2 systemd=$3
-if [ "$(stat -f -c %T /sys/fs/cgroup)" = cgroup2fs ]; then layout=unified
-elif [ "$(stat -f -c %T /sys/fs/cgroup/unified 2>/dev/null)" = cgroup2fs ]; then layout=hybrid
-else layout=legacy; fi
-# Read it all first: moving between cgroups changes the file while it is being read.
-memberships=$(cat /proc/self/cgroup)
-while IFS=: read -r _ controllers path; do
-  case $controllers in
-    "") case $layout in unified) dir=/sys/fs/cgroup ;; hybrid) dir=/sys/fs/cgroup/unified ;; *) continue ;; esac ;;
-    name=systemd) dir=/sys/fs/cgroup/systemd ;;
-    name=*|*cpuset*) continue ;;  # cpuset needs cpus/mems set up first; systemd uses none of it here
-    *) dir=/sys/fs/cgroup/$controllers ;;
-  esac
-  [ -d "$dir" ] || continue
-  target=$dir${path%/}/$cg
-  mkdir "$target"
-  echo "$target" >> "$scratch/cgroups"
-  echo $$ > "$target/cgroup.procs"
-done <<< "$memberships"
-exec unshare --pid --fork --mount --cgroup --propagation private --kill-child=SIGRTMIN+4 \
-    /bin/bash "$scratch/inner.sh" "$layout" "$systemd"
-EOF
-
-# PID 1 of the namespaces until it execs systemd.
-cat > "$scratch/inner.sh" <<'EOF'
-set -eu
-mount -t proc proc /proc
-mount -t tmpfs -o mode=1777 tmpfs /tmp
-mount -t tmpfs -o mode=755 tmpfs /run
-case $1 in
-  unified) mount -t cgroup2 cgroup2 /sys/fs/cgroup ;;
-  *) mount -t tmpfs -o mode=755 tmpfs /sys/fs/cgroup
-     mkdir /sys/fs/cgroup/systemd
-     mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd
-     if [ "$1" = hybrid ]; then
-       mkdir /sys/fs/cgroup/unified
-       mount -t cgroup2 cgroup2 /sys/fs/cgroup/unified
-     fi ;;
-esac
-mkdir -p /run/systemd/system /run/systemd/journald.conf.d
-printf '[Journal]\nStorage=volatile\n' > /run/systemd/journald.conf.d/volatile.conf
-printf '[Unit]\nDescription=timerd lateness benchmark peer\nDefaultDependencies=no\nWants=systemd-journald.socket systemd-journald.service\n' \
-    > /run/systemd/system/peer-bench.target
-exec env container=unshare "$2" --system --unit=peer-bench.target --log-level=warning
-EOF
+# The private systemd's boot recipe, shared with Tests/SystemdTests.
+cp -- "$(dirname -- "$0")/../tools/private-systemd.sh" "$scratch/boot.sh"
 : > "$scratch/cgroups"
 
 # Its own session: a Ctrl-C on the terminal must not reach the private systemd (SIGINT is ctrl-alt-del to
 # it); our INT trap powers it off instead.
-setsid /bin/bash "$scratch/outer.sh" "$cgroup_name" "$scratch" "$systemd_binary" \
+setsid /bin/bash "$scratch/boot.sh" "$cgroup_name" "$scratch" peer-bench.target "timerd lateness benchmark peer" \
+    "$systemd_binary" \
     </dev/null >"$scratch/console.log" 2>&1 &
 unshare_pid=$!
 

@@ -117,8 +117,7 @@ final class Testbed: @unchecked Sendable {
         }
         let scratch = try makeScratchDirectory()
         do {
-            try outerScript.write(toFile: scratch + "/outer.sh", atomically: true, encoding: .utf8)
-            try innerScript.write(toFile: scratch + "/inner.sh", atomically: true, encoding: .utf8)
+            try FileManager.default.copyItem(atPath: repository + "/tools/private-systemd.sh", toPath: scratch + "/boot.sh")
             try guardianScript.write(toFile: scratch + "/guardian.sh", atomically: true, encoding: .utf8)
             _ = FileManager.default.createFile(atPath: scratch + "/console.log", contents: nil)
             _ = FileManager.default.createFile(atPath: scratch + "/cgroups", contents: nil)
@@ -128,11 +127,13 @@ final class Testbed: @unchecked Sendable {
         }
         let cgroupName = "timerd-testbed-" + (scratch as NSString).lastPathComponent
 
-        // outer.sh execs unshare, so this process *is* the unshare process. Foundation starts it in a
+        // boot.sh execs unshare, so this process *is* the unshare process. Foundation starts it in a
         // process group of its own: a Ctrl-C on the terminal does not reach it or its systemd.
         let unshare = Process()
         unshare.executableURL = URL(fileURLWithPath: "/bin/bash")
-        unshare.arguments = [scratch + "/outer.sh", cgroupName, scratch]
+        unshare.arguments = [
+            scratch + "/boot.sh", cgroupName, scratch, "testbed.target", "timerd SystemdTests test bed", systemdBinary,
+        ]
         unshare.standardInput = FileHandle.nullDevice
         let console = FileHandle(forWritingAtPath: scratch + "/console.log")
         unshare.standardOutput = console
@@ -250,7 +251,7 @@ final class Testbed: @unchecked Sendable {
         return nil
     }
 
-    /// Removes the cgroups outer.sh created (and what systemd created below them), deepest first. Only
+    /// Removes the cgroups boot.sh created (and what systemd created below them), deepest first. Only
     /// empty cgroups can be removed, so this never touches a live process. Returns what is left.
     @discardableResult
     private static func removeCgroups(listedIn scratch: String) -> [String] {
@@ -418,61 +419,6 @@ final class Testbed: @unchecked Sendable {
     }
 
     // MARK: - Scripts
-
-    /// Runs as the process the suite starts. Moves itself into a cgroup of its own in every hierarchy (so
-    /// the private systemd's init.scope, system.slice… are created below it, and removed at the end, instead
-    /// of at the host's cgroup roots), then execs unshare (same PID).
-    private static let outerScript = #"""
-        set -eu
-        cg=$1 scratch=$2
-        if [ "$(stat -f -c %T /sys/fs/cgroup)" = cgroup2fs ]; then layout=unified
-        elif [ "$(stat -f -c %T /sys/fs/cgroup/unified 2>/dev/null)" = cgroup2fs ]; then layout=hybrid
-        else layout=legacy; fi
-        # Read it all first: moving between cgroups changes the file while it is being read.
-        memberships=$(cat /proc/self/cgroup)
-        while IFS=: read -r _ controllers path; do
-          case $controllers in
-            "") case $layout in unified) dir=/sys/fs/cgroup ;; hybrid) dir=/sys/fs/cgroup/unified ;; *) continue ;; esac ;;
-            name=systemd) dir=/sys/fs/cgroup/systemd ;;
-            name=*|*cpuset*) continue ;;  # cpuset needs cpus/mems set up first; systemd uses none of it here
-            *) dir=/sys/fs/cgroup/$controllers ;;
-          esac
-          [ -d "$dir" ] || continue
-          target=$dir${path%/}/$cg
-          mkdir "$target"
-          echo "$target" >> "$scratch/cgroups"
-          echo $$ > "$target/cgroup.procs"
-        done <<< "$memberships"
-        # Leave inherited descriptors alone: Foundation already closed all but its own watch socket, and closing
-        # that makes Foundation think this process exited (it then blocks in waitpid on its process queue).
-        exec unshare --pid --fork --mount --cgroup --propagation private --kill-child=SIGRTMIN+4 \
-            /bin/bash "$scratch/inner.sh" "$layout"
-        """#
-
-    /// PID 1 of the new namespaces until it execs systemd: private /proc, /tmp, /run and cgroupfs (seen from the
-    /// new cgroup namespace), a volatile journal, and testbed.target (no default dependencies) as the only
-    /// target, so nothing from the host's boot runs.
-    private static let innerScript = #"""
-        set -eu
-        mount -t proc proc /proc
-        mount -t tmpfs -o mode=1777 tmpfs /tmp
-        mount -t tmpfs -o mode=755 tmpfs /run
-        case $1 in
-          unified) mount -t cgroup2 cgroup2 /sys/fs/cgroup ;;
-          *) mount -t tmpfs -o mode=755 tmpfs /sys/fs/cgroup
-             mkdir /sys/fs/cgroup/systemd
-             mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd
-             if [ "$1" = hybrid ]; then
-               mkdir /sys/fs/cgroup/unified
-               mount -t cgroup2 cgroup2 /sys/fs/cgroup/unified
-             fi ;;
-        esac
-        mkdir -p /run/systemd/system /run/systemd/journald.conf.d
-        printf '[Journal]\nStorage=volatile\n' > /run/systemd/journald.conf.d/volatile.conf
-        printf '[Unit]\nDescription=timerd SystemdTests test bed\nDefaultDependencies=no\nWants=systemd-journald.socket systemd-journald.service\n' \
-            > /run/systemd/system/testbed.target
-        exec env container=unshare /lib/systemd/systemd --system --unit=testbed.target --log-level=warning
-        """#
 
     /// Powers the private systemd off if the test process dies (crash, kill) without tearing it down. It
     /// polls while both the test process and the unshare process exist; it only signals a PID that is still
