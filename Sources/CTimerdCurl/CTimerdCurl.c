@@ -22,18 +22,18 @@ static struct {
     void (*slist_free_all)(struct curl_slist *);
 } api;
 
-int tcurl_load(char *error, size_t size) {
+int tcurl_load(const char *name, char *error, size_t size) {
     /* RTLD_LOCAL: its symbols stay out of the way of everything else in the process. */
-    void *library = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
+    void *library = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (library == NULL) {
         snprintf(error, size, "cannot load libcurl (install Debian's libcurl4): %s", dlerror());
         return -1;
     }
-#define RESOLVE(field, name)                                                                   \
+#define RESOLVE(field, symbol)                                                                   \
     do {                                                                                       \
-        *(void **)&api.field = dlsym(library, name);                                           \
+        *(void **)&api.field = dlsym(library, symbol);                                           \
         if (api.field == NULL) {                                                               \
-            snprintf(error, size, "libcurl.so.4 has no %s (libcurl 7.85 or later needed)", name); \
+            snprintf(error, size, "%s has no %s (libcurl 7.85 or later needed)", name, symbol); \
             return -1;                                                                         \
         }                                                                                      \
     } while (0)

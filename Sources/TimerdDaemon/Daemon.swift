@@ -76,8 +76,7 @@ public final class Daemon: Sendable {
         // a SIGTERM sent soon after start-up was seen to vanish.)
         // Test hook, documented in docs/systemd.md: with TIMERD_TEST_FAILPOINTS=wedge-registry-on-usr1,
         // SIGUSR1 blocks the registry's queue forever (to prove the watchdog). Never set in production.
-        let wedgeHook = CurrentProcess.environmentVariable("TIMERD_TEST_FAILPOINTS")?
-            .split(separator: ",").contains("wedge-registry-on-usr1") ?? false
+        let wedgeHook = Self.failpoints.contains("wedge-registry-on-usr1")
         let handled: [Signal] = [.term, .int, .hup] + (wedgeHook ? [.usr1] : [])
         do {
             try Signals.ignore(.pipe)
@@ -123,7 +122,10 @@ public final class Daemon: Sendable {
         configPathExplicit = explicit
         settings = Mutex(configuration.settings)
         registry = Registry(
-            launcher: ActionLauncher(commands: CommandLauncher(log: log), webhooks: WebhookLauncher(log: log)), log: log, maxRunning: configuration.settings.maxRunning,
+            launcher: ActionLauncher(
+                commands: CommandLauncher(log: log),
+                webhooks: WebhookLauncher(log: log, library: Self.failpoints.contains("no-libcurl") ? "libcurl-absent.so" : "libcurl.so.4")),
+            log: log, maxRunning: configuration.settings.maxRunning,
             baseEnvironment: Self.baseEnvironment())
     }
 
@@ -135,6 +137,11 @@ public final class Daemon: Sendable {
 
     /// The environment every run starts from: a fixed `PATH` and a few variables from the daemon's own
     /// environment, nothing else (like systemd services, unlike a login shell).
+    /// Test hooks from `TIMERD_TEST_FAILPOINTS` (comma-separated; never set in production):
+    /// `wedge-registry-on-usr1` (docs/systemd.md), `no-libcurl` (docs/webhooks.md).
+    static let failpoints: Set<String> = Set(
+        (CurrentProcess.environmentVariable("TIMERD_TEST_FAILPOINTS") ?? "").split(separator: ",").map(String.init))
+
     static func baseEnvironment() -> [KeyValue] {
         var list = [
             KeyValue("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"),

@@ -18,7 +18,8 @@ extension Registry {
                 throw TimerdError(.badArgument, "owner=connection needs a control connection", key: "owner")
             }
             job.ownerConnection = connection
-            // The index may name a job whose ADD then failed; connectionClosed checks before cancelling.
+            // Nothing after bindOwner in `add` can fail, so the index names only added jobs; connectionClosed
+            // still checks each job's owner before cancelling it.
             jobsOwnedByConnection[connection, default: []].insert(job.spec.name)
         case .process(let pid):
             // The pidfd pins this very process: if it exits, the watch fires even when its PID is reused.

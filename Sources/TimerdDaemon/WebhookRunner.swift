@@ -22,8 +22,13 @@ final class WebhookLauncher: RunLauncher, @unchecked Sendable {
     private lazy var multi: UnsafeMutableRawPointer? = makeMulti()
     private(set) var loadError = ""
 
-    init(log: Logger) {
+    /// The library to load: `libcurl.so.4`, or a name that does not exist under the test failpoint
+    /// `no-libcurl` (docs/webhooks.md).
+    private let library: String
+
+    init(log: Logger, library: String = "libcurl.so.4") {
         self.log = log
+        self.library = library
         timer = DispatchSource.makeTimerSource(queue: queue)
         timer.setEventHandler { [unowned self] in self.drive(socket: -1, events: 0) }
         timer.schedule(deadline: .distantFuture)
@@ -33,7 +38,7 @@ final class WebhookLauncher: RunLauncher, @unchecked Sendable {
     private func makeMulti() -> UnsafeMutableRawPointer? {
         dispatchPrecondition(condition: .onQueue(queue))
         var error = [CChar](repeating: 0, count: 512)
-        guard tcurl_load(&error, error.count) == 0 else {
+        guard tcurl_load(library, &error, error.count) == 0 else {
             loadError = String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             log.error("webhooks: \(loadError)")
             return nil
@@ -249,8 +254,8 @@ final class WebhookRun: RunHandle, @unchecked Sendable {
         self.events = events
     }
 
-    nonisolated func stop(reason: String) { launcher.queue.async { self.cancel(reason: reason) } }
-    nonisolated func kill(reason: String) { launcher.queue.async { self.cancel(reason: reason) } }
+    func stop(reason: String) { launcher.queue.async { self.cancel(reason: reason) } }
+    func kill(reason: String) { launcher.queue.async { self.cancel(reason: reason) } }
 
     func begin() {
         startedMono = SystemClock.monoNow()

@@ -247,6 +247,17 @@ import TimerdSystem
         #expect(reason.contains("retr"), "last_reason: \(reason)")
     }
 
+    @Test func withoutLibcurlAWebhookFailsAndCommandsStillRun() throws {
+        // The failpoint makes timerd load a library that does not exist, as on a host without libcurl4.
+        let daemon = try Daemon(environment: ["TIMERD_TEST_FAILPOINTS": "no-libcurl"])
+        #expect(try daemon.request("ADD hook in=10ms webhook=http://127.0.0.1:9/x") == "OK")
+        let info = try Self.waitFinished(daemon, "hook")
+        #expect(info["last_result"] as? String == "failed")
+        #expect(Self.reason(info).contains("cannot load libcurl"), "last_reason: \(Self.reason(info))")
+        #expect(try daemon.request("ADD cmd in=10ms command=true") == "OK")
+        #expect(try Self.waitFinished(daemon, "cmd")["last_result"] as? String == "ok")
+    }
+
     // MARK: - HTTPS
 
     @Test func httpsVerifiesTheServerAgainstCAFile() throws {

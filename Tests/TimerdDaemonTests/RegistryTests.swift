@@ -136,6 +136,31 @@ func settle(_ registry: Registry) async {
         #expect(sink.all.contains { $0.contains("job=c fire waits for a run slot (max_running=2") })
     }
 
+    @Test func listDescribesEveryJobInNameOrderAcrossItsSlices() async throws {
+        // More jobs than one slice (Registry.listSlice), added out of order, half of them tagged.
+        let count = Registry.listSlice * 2 + 37
+        func name(_ index: Int) -> String { "j" + String(repeating: "0", count: 4 - String(index).count) + String(index) }
+        for index in (0..<count).reversed() {
+            var options = ["every": "1h", "command": "true"]
+            if index % 2 == 0 { options["tag"] = "even" }
+            try await registry.add(spec(name(index), options), origin: .runtime)
+        }
+        let names = (0..<count).map(name)
+        #expect(await registry.list().map(\.name) == names)
+        #expect(await registry.list(tag: "even").map(\.name) == names.enumerated().filter { $0.offset % 2 == 0 }.map(\.element))
+    }
+
+    @Test func aRefusedAddLeavesItsConnectionNoClaimOnTheJob() async throws {
+        try await registry.add(spec("x", ["every": "1h", "command": "true", "owner": "connection"]), origin: .runtime, connection: 2)
+        await #expect(throws: TimerdError(.exists, "")) {
+            try await registry.add(spec("x", ["every": "1h", "command": "true", "owner": "connection"]), origin: .runtime, connection: 1)
+        }
+        await registry.connectionClosed(1)
+        #expect(await registry.list().map(\.name) == ["x"], "connection 1 never owned x")
+        await registry.connectionClosed(2)
+        #expect(await registry.list().isEmpty)
+    }
+
     @Test func cancelIsAllOrNothingAndRefusesConfigJobs() async throws {
         try await registry.add(spec("a", ["every": "1h", "command": "true"]), origin: .runtime)
         try await registry.add(spec("c", ["every": "1h", "command": "true"]), origin: .config(file: "/etc/t.conf", line: 4))

@@ -12,9 +12,10 @@
 #include <stddef.h>
 #include <curl/curl.h>
 
-/* Loads libcurl.so.4 and resolves what timerd uses; 0 on success, else -1 with the reason in `error`.
- * Call once, before any other tcurl_ function. Not thread-safe; timerd calls it on its webhook queue. */
-int tcurl_load(char *error, size_t size);
+/* Loads `library` (libcurl.so.4) and resolves what timerd uses; 0 on success, else -1 with the reason in
+ * `error`. Call once, before any other tcurl_ function. Not thread-safe; timerd calls it on its webhook
+ * queue. */
+int tcurl_load(const char *library, char *error, size_t size);
 
 CURLcode tcurl_global_init(long flags);
 
