@@ -28,15 +28,13 @@ package enum JobInfoText {
     }
 
     /// RESULT: `running` while the last started run goes on, else `held` while a fire waits for a mode
-    /// the job runs in, else the last result with its exit code or signal when there is one worth showing
-    /// (`ok`, `failed (3)`, `killed (SIGKILL)`), or `-`.
+    /// the job runs in, else the last result with its exit code, signal or (for a webhook) HTTP status when
+    /// there is one worth showing (`ok`, `failed (3)`, `killed (SIGKILL)`, `failed (HTTP 503)`), or `-`.
     package static func resultSummary(_ job: JobInfo) -> String {
         if lastRunInProgress(job) { return "running" }
         if job.held_since != nil { return "held" }
         guard let result = job.last_result else { return "-" }
-        if let signal = job.last_signal { return "\(result.rawValue) (\(signalName(signal)))" }
-        if let code = job.last_exit_code, code != 0 { return "\(result.rawValue) (\(code))" }
-        return result.rawValue
+        return summary(result, job, exitCodeLabel: "")
     }
 
     /// The `show` block: one `label: value` line per field, the last run as an indented group and the
@@ -89,6 +87,7 @@ package enum JobInfoText {
                 if let finished = job.last_finished { add("  finished", timestamp(finished, now: now)) }
                 if let result = job.last_result { add("  result", result.rawValue) }
                 if let code = job.last_exit_code { add("  exit code", String(code)) }
+                if let status = job.last_http_status { add("  status", "HTTP \(status)") }
                 if let signal = job.last_signal { add("  signal", "\(signalName(signal)) (\(signal))") }
                 if let duration = job.last_duration_ms { add("  duration", TimeText.milliseconds(duration)) }
                 if let reason = job.last_reason { add("  reason", reason) }
@@ -123,8 +122,15 @@ package enum JobInfoText {
     }
 
     private static func outcomeSummary(_ result: JobInfo.Result, _ job: JobInfo) -> String {
+        summary(result, job, exitCodeLabel: "exit code ")
+    }
+
+    /// `result` with the detail worth showing: a signal, a non-zero exit code, or an HTTP status of a
+    /// run that did not succeed.
+    private static func summary(_ result: JobInfo.Result, _ job: JobInfo, exitCodeLabel: String) -> String {
         if let signal = job.last_signal { return "\(result.rawValue) (\(signalName(signal)))" }
-        if let code = job.last_exit_code, code != 0 { return "\(result.rawValue) (exit code \(code))" }
+        if let code = job.last_exit_code, code != 0 { return "\(result.rawValue) (\(exitCodeLabel)\(code))" }
+        if let status = job.last_http_status, result != .ok { return "\(result.rawValue) (HTTP \(status))" }
         return result.rawValue
     }
 

@@ -99,6 +99,18 @@ struct FormatterTests {
         job.last_result = .killed
         job.last_signal = 15
         #expect(JobInfoText.resultSummary(job) == "killed (SIGTERM)")
+        job.last_signal = nil
+        job.last_result = .failed
+        job.last_http_status = 503
+        #expect(JobInfoText.resultSummary(job) == "failed (HTTP 503)")
+        job.last_result = .ok
+        job.last_http_status = 200
+        #expect(JobInfoText.resultSummary(job) == "ok")
+        job.last_run = 1
+        job.last_started = "2026-11-29T16:00:00.000000Z"
+        job.last_finished = "2026-11-29T16:00:00.100000Z"
+        let show = JobInfoText.detail(job, now: fixedNow)
+        #expect(show.contains("  status:    HTTP 200\n"), "show: \(show)")
     }
 
     @Test func listOutputThroughRun() throws {
