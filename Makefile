@@ -2,8 +2,12 @@
 # missing system packages first (as root, or through sudo).
 
 SWIFT        ?= swift
-# openssl and python3: the webhook tests' throwaway CA and HTTP(S) server.
-APT_PACKAGES := libsystemd-dev libcurl4-openssl-dev pkg-config systemd openssl python3
+# openssl and python3: the webhook tests' throwaway CA and HTTP(S) server. tzdata: the zones of cron
+# and calendar jobs. python3-venv: the test oracles' virtual environment (croniter, from PyPI).
+APT_PACKAGES := libsystemd-dev libcurl4-openssl-dev pkg-config systemd openssl python3 python3-venv tzdata
+# The cron tests compare timerd with croniter (an independent implementation) in this venv.
+ORACLE_VENV  := $(CURDIR)/.build/oracle-venv
+CRONITER     := croniter==7.0.0
 # `make bench` only: gnuplot draws the lateness plot, cc builds the probe the benchmarked commands run.
 BENCH_PACKAGES := gnuplot-nox gcc libc6-dev
 # lld instead of gold: gold warns about mktemp inside the static Foundation library we do not call.
@@ -29,7 +33,7 @@ CONFDIR      := /etc/timerd
 INSTALL      ?= install
 DOCS         := README.md $(sort $(wildcard docs/*.md))
 
-.PHONY: all deps bench-deps build run test test-install bench check-config install uninstall clean help
+.PHONY: all deps oracle-deps bench-deps build run test test-install bench check-config install uninstall clean help
 
 all: build
 
@@ -61,6 +65,12 @@ deps:
 	$(call apt_install,$(APT_PACKAGES))
 	@command -v $(SWIFT) >/dev/null || { echo "swift not found: install the Swift 6 toolchain (swift.org) and put it on PATH"; exit 1; }
 
+# A venv of its own, so nothing is installed into the system's Python.
+oracle-deps: deps
+	@$(ORACLE_VENV)/bin/python3 -c 'import croniter' 2>/dev/null || { \
+		echo "Installing the test oracle $(CRONITER) into $(ORACLE_VENV)"; \
+		python3 -m venv $(ORACLE_VENV) && $(ORACLE_VENV)/bin/pip install --quiet --disable-pip-version-check $(CRONITER); }
+
 bench-deps: deps
 	$(call apt_install,$(BENCH_PACKAGES))
 
@@ -81,9 +91,9 @@ run: build
 check-config: build
 	.build/release/timerd --check-config --config config/timerd.conf
 
-test: deps
+test: deps oracle-deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build
+	TIMERD_ORACLE_PYTHON=$(ORACLE_VENV)/bin/python3 $(SWIFT) test --skip-build
 	$(MAKE) test-install
 
 # Not part of `make test`: minutes long, and its numbers depend on the machine. See docs/performance.md.

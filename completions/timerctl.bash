@@ -2,7 +2,8 @@
 #
 # Installed as $(PREFIX)/share/bash-completion/completions/timerctl, where bash-completion loads it
 # on first use; or source it from ~/.bashrc. Completes verbs, global and per-verb flags, overlap
-# policies, webhook methods, owners (pid:), and job names, tags and modes from the running daemon
+# policies, webhook methods, DST rules, time zones (from the tz database's zone.tab), owners (pid:),
+# and job names, tags and modes from the running daemon
 # (`timerctl --json list`, honouring a --socket already on the command line; nothing if the daemon
 # cannot be reached). Needs no bash-completion helpers and no jq.
 #
@@ -39,16 +40,29 @@ _timerctl_job_values() {
     } | grep -v '^$' | sort -u
 }
 
+# IANA zone names from the tz database ($TZDIR, else /usr/share/zoneinfo), one per line, and UTC.
+_timerctl_zones() {
+    local dir=${TZDIR:-/usr/share/zoneinfo} tab
+    {
+        for tab in "$dir/zone1970.tab" "$dir/zone.tab"; do
+            [[ -r $tab ]] && grep -v '^#' "$tab" | cut -f3
+        done
+        echo UTC
+    } | grep -v '^$' | sort -u
+}
+
 _timerctl() {
-    local verbs="add exec cancel pause resume run list show reload mode stats watch ping version help"
+    local verbs="add exec cancel pause resume run list show reload mode stats watch next ping version help"
     local owner_flags="--owner --owner-pid --tag --modes"
     local webhook_flags="--webhook --method --header --body --content-type --expect --retries --retry-backoff --redirects --ca-file --insecure"
     local notify_flags="--on-failure --on-recovery"
-    local job_flags="--every --start --in --at --count --leeway --command --argv $webhook_flags --timeout --kill-grace --overlap --env --meta --cwd $owner_flags $notify_flags"
-    local exec_flags="--start --interval --repeats --async --count --leeway --command --argv $webhook_flags --timeout --kill-grace --env --meta --cwd $owner_flags $notify_flags"
+    local calendar_flags="--cron --calendar --timezone --dst-gap --dst-repeat"
+    local job_flags="--every --start --in --at $calendar_flags --jitter --fixed-jitter --count --leeway --command --argv $webhook_flags --timeout --kill-grace --overlap --env --meta --cwd $owner_flags $notify_flags"
+    local exec_flags="--start --interval --repeats --async --jitter --fixed-jitter --count --leeway --command --argv $webhook_flags --timeout --kill-grace --env --meta --cwd $owner_flags $notify_flags"
     local resume_flags="--now --after"
+    local next_flags="--cron --calendar --every --count --timezone --from --dst-gap --dst-repeat"
     # Flags that take a value (as the next word or after "=").
-    local value_flags=" --socket --every --start --in --at --count --leeway --command --argv --timeout --kill-grace --overlap --env --meta --cwd --owner --owner-pid --tag --modes --interval --after $webhook_flags $notify_flags "
+    local value_flags=" --socket --every --start --in --at --cron --calendar --timezone --dst-gap --dst-repeat --jitter --from --count --leeway --command --argv --timeout --kill-grace --overlap --env --meta --cwd --owner --owner-pid --tag --modes --interval --after $webhook_flags $notify_flags "
 
     # COMP_WORDS splits "--flag=value" at "=" (COMP_WORDBREAKS): glue those pieces back together.
     local -a words=()
@@ -117,6 +131,12 @@ _timerctl() {
                 mapfile -t COMPREPLY < <(compgen -P "$prefix" -W "GET POST PUT PATCH DELETE HEAD" -- "$value") ;;
             --insecure)
                 mapfile -t COMPREPLY < <(compgen -P "$prefix" -W "yes no" -- "$value") ;;
+            --dst-gap)
+                mapfile -t COMPREPLY < <(compgen -P "$prefix" -W "shift skip" -- "$value") ;;
+            --dst-repeat)
+                mapfile -t COMPREPLY < <(compgen -P "$prefix" -W "first last both" -- "$value") ;;
+            --timezone)
+                mapfile -t COMPREPLY < <(compgen -P "$prefix" -W "$(_timerctl_zones)" -- "$value") ;;
             --owner)
                 # owner=connection is refused by timerctl (its connection closes at once): pid:N only.
                 compopt -o nospace 2>/dev/null
@@ -164,6 +184,7 @@ _timerctl() {
     if [[ $cur == -* && -z $dashdash ]]; then
         local flags="--socket --help"
         case $verb in
+            next) flags="--help $next_flags --json" ;;  # computed locally: no --socket
             add) flags+=" $job_flags" ;;
             exec) flags+=" $exec_flags --json" ;;
             cancel | pause | resume)

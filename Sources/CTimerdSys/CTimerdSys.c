@@ -14,6 +14,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -263,3 +264,30 @@ int tsys_epoll_wait(int epfd, unsigned long long *ids, unsigned *events, int max
 }
 
 int tsys_eventfd(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
+
+static int arm_clock_change_fd(int fd) {
+    // The far future: the timer never expires, it only gets cancelled when the clock is set.
+    struct itimerspec spec = {.it_value = {.tv_sec = (time_t)1 << 40}};
+    return timerfd_settime(fd, TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, &spec, NULL);
+}
+
+int tsys_clock_change_fd(void) {
+    int fd = timerfd_create(CLOCK_REALTIME, TFD_CLOEXEC | TFD_NONBLOCK);
+    if (fd < 0) return -1;
+    if (arm_clock_change_fd(fd) < 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}
+
+int tsys_clock_change_acknowledge(int fd) {
+    unsigned long long expirations;
+    ssize_t n = read(fd, &expirations, sizeof expirations);
+    if (n >= 0) return 0;
+    if (errno == EAGAIN) return 0;
+    if (errno != ECANCELED) return -1;
+    return arm_clock_change_fd(fd) < 0 ? -1 : 1;
+}

@@ -3,7 +3,7 @@ import TimerdProtocol
 
 /// The verbs of `timerctl`, with everything help and the parser need to know about each.
 package enum CLIVerb: String, CaseIterable, Sendable {
-    case add, exec, cancel, pause, resume, run, list, show, reload, mode, stats, watch, ping, version, help
+    case add, exec, cancel, pause, resume, run, list, show, reload, mode, stats, watch, next, ping, version, help
 
     /// How many job names (positional words) a verb takes.
     package enum Names: Sendable {
@@ -16,7 +16,8 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case optionalTopic
     }
 
-    /// The protocol verb sent to timerd; nil for `help`, which is answered by timerctl itself.
+    /// The protocol verb sent to timerd; nil for `help` and `next`, which timerctl answers itself (`next`
+    /// computes the fire times locally, so it works without a running timerd).
     package var wireVerb: Verb? {
         switch self {
         case .add: .add
@@ -31,6 +32,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .mode: .mode
         case .stats: .stats
         case .watch: .watch
+        case .next: nil
         case .ping: .ping
         case .version: .version
         case .help: nil
@@ -52,6 +54,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .mode: "Show or switch the daemon's mode (jobs not in it hold their fires)."
         case .stats: "Show the daemon's counters: jobs, runs, lateness percentiles, requests, memory, uptime."
         case .watch: "Follow what happens to jobs as it happens: fires, runs, skips, changes."
+        case .next: "Print the next fire times of a cron, calendar or every schedule (computed locally)."
         case .ping: "Check that timerd answers."
         case .version: "Print the versions of timerctl and timerd."
         case .help: "Show help for timerctl or for one verb."
@@ -63,7 +66,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         switch self {
         case .add:
             [
-                "add NAME (--every DUR [--start DUR] | --in DUR | --at TIME)",
+                "add NAME (--every DUR [--start DUR] | --in DUR | --at TIME | --cron EXPR | --calendar SPEC)",
                 "    (--command STRING | --webhook URL | -- PROGRAM [ARG…]) [OPTIONS]",
             ]
         case .exec:
@@ -81,6 +84,11 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .mode: ["mode [NAME] [--json]"]
         case .stats: ["stats [--json]"]
         case .watch: ["watch [NAME | --tag TAG] [--json]"]
+        case .next:
+            [
+                "next (--cron EXPR | --calendar SPEC | --every DUR) [--count N] [--timezone TZ] [--from TIME]",
+                "    [--dst-gap shift|skip] [--dst-repeat first|last|both] [--json]",
+            ]
         case .ping: ["ping"]
         case .version: ["version [--json]"]
         case .help: ["help [VERB]"]
@@ -135,6 +143,19 @@ package enum CLIVerb: String, CaseIterable, Sendable {
                 "resumed) of every job, of job NAME, or of the jobs tagged TAG, with its local time, until",
                 "interrupted (Ctrl-C) or until timerd closes the watch (exit status 0, a note on stderr).",
             ]
+        case .next:
+            [
+                "Prints the next N fire times strictly after --from (default now), one per line, as local time",
+                "with its UTC offset in --timezone (default: the system zone), like systemd-analyze calendar",
+                "--iterations=N. timerctl computes them itself, with the rules timerd uses; timerd need not",
+                "run. A cron job at a fixed time that a DST change skips runs at the change, a calendar spec",
+                "skips it; --dst-gap and --dst-repeat override that, as the job keys do.",
+                "",
+                "  $ timerctl next --count 2 --cron '0 9 * * 1-5' --timezone Europe/Berlin \\",
+                "      --from 2026-03-27T00:00:00Z",
+                "  2026-03-27T09:00:00+01:00",
+                "  2026-03-30T09:00:00+02:00",
+            ]
         case .version: ["Prints timerctl's version, then asks timerd for its own."]
         case .show, .ping, .help: []
         }
@@ -152,7 +173,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         switch self {
         case .add, .run, .show: .one
         case .cancel, .pause, .resume: .oneOrMore
-        case .exec, .list, .reload, .stats, .ping, .version: .none
+        case .exec, .list, .reload, .stats, .next, .ping, .version: .none
         case .mode: .optionalOne
         case .watch: .optionalJob
         case .help: .optionalTopic
@@ -163,7 +184,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
     package var selectsByTag: Bool {
         switch self {
         case .cancel, .pause, .resume, .list, .watch: true
-        case .add, .exec, .run, .show, .reload, .mode, .stats, .ping, .version, .help: false
+        case .add, .exec, .run, .show, .reload, .mode, .stats, .next, .ping, .version, .help: false
         }
     }
 
@@ -173,7 +194,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
     /// True when `--json` changes what the verb prints (listed in its help).
     package var hasJSONOutput: Bool {
         switch self {
-        case .exec, .run, .list, .show, .reload, .mode, .stats, .watch, .version: true
+        case .exec, .run, .list, .show, .reload, .mode, .stats, .watch, .next, .version: true
         case .cancel, .pause, .resume: true  // with --tag
         case .add, .ping, .help: false
         }
@@ -184,6 +205,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         switch self {
         case .cancel, .pause, .resume: "With --tag: print the reply as JSON."
         case .watch: "Print each event as the JSON line timerd sends."
+        case .next: "Print {\"timezone\":…,\"times\":[…]}, as timerd's NEXT replies."
         default: Flag.json.help
         }
     }
@@ -204,8 +226,8 @@ package enum CLIVerb: String, CaseIterable, Sendable {
                 Flag(name: "repeats", key: "repeats", kind: .option(value: "yes"), help: "Fire every --interval, not once."),
                 Flag(name: "async", key: "async", kind: .option(value: "yes"), help: "Let runs overlap instead of queueing."),
             ]
-            // The schedule and overlap keys are what EXEC replaces with its own.
-            let replaced: Set<String> = ["every", "start", "in", "at", "overlap"]
+            // The schedule and overlap keys are what EXEC replaces with its own; it has no wall-clock schedules.
+            let replaced: Set<String> = ["every", "start", "in", "at", "cron", "calendar", "timezone", "dst_gap", "dst_repeat", "overlap"]
             return own
                 + Self.jobFlags(JobSpec.keys.filter { !replaced.contains($0) }).map { flag in
                     var flag = flag
@@ -224,6 +246,23 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .pause: return [Flag.tag("Pause every job tagged TAG instead of named ones.")]
         case .list: return [Flag.tag("List only the jobs tagged TAG.")]
         case .watch: return [Flag.tag("Watch only the jobs tagged TAG.")]
+        case .next:
+            return [
+                Flag(jobKey: "cron"),
+                Flag(jobKey: "calendar"),
+                Flag(name: "every", key: "every", kind: .value(placeholder: "DUR"), help: "Times DUR apart, the first DUR after --from."),
+                Flag(
+                    name: "count", key: "count", kind: .value(placeholder: "N"),
+                    help: "Print N times (default \(NextFireQuery.defaultCount), at most \(NextFireQuery.maximumCount))."),
+                Flag(
+                    name: "timezone", key: "timezone", kind: .value(placeholder: "TZ"),
+                    help: "Compute and print in the IANA zone TZ (default: the system zone)."),
+                Flag(
+                    name: "from", key: "from", kind: .value(placeholder: "TIME"),
+                    help: "Count from an RFC 3339 time, e.g. 2026-03-27T00:00:00Z (default: now)."),
+                Flag(jobKey: "dst_gap"),
+                Flag(jobKey: "dst_repeat"),
+            ]
         case .run, .show, .reload, .mode, .stats, .ping, .version, .help:
             return []
         }

@@ -8,6 +8,8 @@ package struct Command: Equatable, Sendable {
         case help(CLIVerb?)
         /// Send this request to timerd and print its reply.
         case send(Request)
+        /// `next`: compute the fire times of these `NEXT` options locally (no daemon) and print them.
+        case next([Option])
     }
 
     /// How replies are printed.
@@ -65,7 +67,7 @@ package struct UsageError: Error, Equatable, Sendable {
 package enum ExitStatus {
     /// The request succeeded (or help was printed).
     package static let success: Int32 = 0
-    /// timerd answered `ERR`.
+    /// timerd answered `ERR`; also `next` refusing a value it checks locally (same message shape).
     package static let daemonError: Int32 = 1
     /// The command line is wrong.
     package static let usage: Int32 = 2

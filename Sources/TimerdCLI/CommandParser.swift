@@ -123,6 +123,7 @@ package enum CommandParser {
             }
         }
         if !byTag || !names.isEmpty { try checkNames(names, verb: verb) }
+        if verb == .next { return try nextCommand(given: given, options: options, globals: globals) }
 
         guard let wireVerb = verb.wireVerb else {
             // `help [VERB]`
@@ -144,6 +145,24 @@ package enum CommandParser {
         }
         let request = Request(verb: wireVerb, positionals: names + words, options: options, argv: argv)
         return Command(verb: verb, action: .send(request), output: globals.output, socket: globals.socket)
+    }
+
+    /// `next`: one schedule, each flag at most once; NextFireQuery checks the values when it runs.
+    private static func nextCommand(given: [String], options: [Option], globals: Globals) throws(UsageError) -> Command {
+        let schedules = given.filter { ["cron", "calendar", "every"].contains($0) }
+        if schedules.isEmpty {
+            throw UsageError("give a schedule: --cron EXPR, --calendar SPEC or --every DUR", verb: .next)
+        }
+        if schedules.count > 1 {
+            throw UsageError("give only one of --cron, --calendar and --every (got --\(schedules.joined(separator: " --")))", verb: .next)
+        }
+        if schedules == ["every"], let dst = given.first(where: { $0.hasPrefix("dst-") }) {
+            throw UsageError("--\(dst) applies only to --cron and --calendar", verb: .next)
+        }
+        if let repeated = given.enumerated().first(where: { given[..<$0.offset].contains($0.element) })?.element {
+            throw UsageError("give --\(repeated) only once", verb: .next)
+        }
+        return Command(verb: .next, action: .next(options), output: globals.output, socket: globals.socket)
     }
 
     private static func checkNames(_ names: [String], verb: CLIVerb) throws(UsageError) {
@@ -198,7 +217,8 @@ package enum CommandParser {
         let candidates = verb.flags.map(\.name) + ["json", "socket", "help"]
         let suggestion = Suggestion.closest(to: flagName(name), in: candidates).map { "--" + $0 }
         var message = "unknown option '\(name)' for \(verb.rawValue)" + hint(suggestion)
-        if suggestion == nil, verb == .exec, ["every", "in", "at", "overlap"].contains(flagName(name)) {
+        let addOnly = ["every", "in", "at", "cron", "calendar", "timezone", "dst-gap", "dst-repeat", "overlap"]
+        if suggestion == nil, verb == .exec, addOnly.contains(flagName(name)) {
             message += " (exec schedules with --start, --interval, --repeats and --async; or use 'timerctl add')"
         }
         return UsageError(message, verb: verb)

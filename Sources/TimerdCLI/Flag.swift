@@ -29,10 +29,12 @@ package struct Flag: Sendable, Equatable {
         self.help = help
     }
 
-    /// The flag for a job key: `kill_grace` ↔ `--kill-grace`, with its placeholder and help line.
+    /// The flag for a job key: `kill_grace` ↔ `--kill-grace`, with its placeholder and help line. A
+    /// ``switchKeys`` key is a switch: `--fixed-jitter` sends `fixed_jitter=yes` (`--fixed-jitter=no` works).
     package init(jobKey key: String) {
         let (placeholder, help) = Flag.jobKeyHelp[key] ?? ("VALUE", "Sets the job key \(key).")
-        self.init(name: Flag.flagName(forKey: key), key: key, kind: .value(placeholder: placeholder), help: help)
+        let kind: Kind = Flag.switchKeys.contains(key) ? .option(value: "yes") : .value(placeholder: placeholder)
+        self.init(name: Flag.flagName(forKey: key), key: key, kind: kind, help: help)
     }
 
     /// `--name PLACEHOLDER` or `--name`, as shown in help.
@@ -53,6 +55,9 @@ package struct Flag: Sendable, Equatable {
         String(name.map { $0 == "-" ? "_" : $0 })
     }
 
+    /// Yes/no job keys whose flag is a switch that sends `yes` (their placeholder is not shown).
+    static let switchKeys: Set<String> = ["fixed_jitter"]
+
     /// Placeholder and help line per job key (`JobSpec.keys`). A key missing here still becomes a flag,
     /// with a generic line; a test checks that every key has its own. An entry for a key that is not in
     /// `JobSpec.keys` is never looked up.
@@ -61,7 +66,15 @@ package struct Flag: Sendable, Equatable {
         "start": ("DUR", "With --every: first fire after DUR (default: one interval)."),
         "in": ("DUR", "Fire once, DUR from now."),
         "at": ("TIME", "Fire once at an RFC 3339 time (e.g. 2026-11-29T16:00:00Z)."),
-        "count": ("N", "With --every: stop after N runs."),
+        // Wall-clock schedules (docs/configuration.md).
+        "cron": ("EXPR", "Fire at the times of a crontab expression, e.g. '0 9 * * 1-5' or @daily."),
+        "calendar": ("SPEC", "Fire at the times of a systemd calendar spec, e.g. 'Mon..Fri 09:00'."),
+        "timezone": ("TZ", "With --cron or --calendar: compute in this IANA zone (default: the system's)."),
+        "dst_gap": ("shift|skip", "Times DST skips: run at the change or skip them (default: as cron/systemd)."),
+        "dst_repeat": ("first|last|both", "Times DST repeats: run the first, the last or both (default: as cron/systemd)."),
+        "jitter": ("DUR", "Delay each fire by a random time up to DUR."),
+        "fixed_jitter": ("", "With --jitter: the same delay each fire (from the machine id and job name)."),
+        "count": ("N", "With --every, --cron or --calendar: stop after N runs."),
         "leeway": ("DUR", "Let the timer fire up to DUR late so wake-ups coalesce."),
         "command": ("STRING", "Run STRING with /bin/sh -c."),
         "argv": ("WORDS", "Run a program without a shell, given as one quoted string."),

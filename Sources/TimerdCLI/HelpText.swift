@@ -16,7 +16,7 @@ package enum HelpText {
         lines += ["", "Options:"]
         lines += table([
             (Flag.socket.synopsis, "Talk to timerd on PATH (default: see Socket below)."),
-            (Flag.json.synopsis, "Print replies as JSON (exec, run, list, show, reload, mode, stats, watch, version, pause/resume/cancel --tag)."),
+            (Flag.json.synopsis, "Print replies as JSON (exec, run, list, show, reload, mode, stats, watch, next, version, pause/resume/cancel --tag)."),
             ("-h, --help", "Show help; 'timerctl help VERB' shows a verb's options."),
         ])
         lines += [
@@ -24,7 +24,7 @@ package enum HelpText {
             "Socket: --socket, else $TIMERD_SOCKET, else /run/timerd/timerd.sock for root and",
             "$XDG_RUNTIME_DIR/timerd/timerd.sock for other users (/tmp/timerd-UID/timerd.sock without XDG_RUNTIME_DIR).",
             "",
-            "Exit status: 0 success, 1 timerd refused the request, 2 usage error, 3 cannot reach timerd.",
+            "Exit status: 0 success, 1 timerd (or next) refused the request, 2 usage error, 3 cannot reach timerd.",
         ]
         return lines.joined(separator: "\n") + "\n"
     }
@@ -38,7 +38,8 @@ package enum HelpText {
         lines += ["", "Options:"]
         var rows = verb.flags.map { ($0.synopsis, $0.help) }
         if verb.hasJSONOutput { rows.append((Flag.json.synopsis, verb.jsonHelp)) }
-        rows.append((Flag.socket.synopsis, Flag.socket.help))
+        // `next` accepts --socket like every verb but never connects: no line for it.
+        if verb.wireVerb != nil { rows.append((Flag.socket.synopsis, Flag.socket.help)) }
         rows.append(("-h, --help", "Show this help."))
         lines += table(rows)
         return lines.joined(separator: "\n") + "\n"

@@ -52,7 +52,8 @@ package enum JobInfoText {
         for option in job.options {
             let (key, value) = split(option)
             switch key {
-            case "every", "start", "in", "at": continue  // in `schedule`
+            case "every", "start", "in", "at", "cron", "calendar": continue  // in `schedule`
+            case "timezone", "dst_gap", "dst_repeat": continue  // in `timezone`
             case "owner", "tag", "modes": continue  // lines of their own
             case "command", "argv": add(key, value)
             default: others.append(Option(key: key, value: value).description)
@@ -62,7 +63,15 @@ package enum JobInfoText {
         if let owner = job.owner { add("owner", owner) }
         if !job.tags.isEmpty { add("tags", job.tags.joined(separator: ", ")) }
         if !job.modes.isEmpty, job.modes != [Mode.defaultName] { add("modes", job.modes.joined(separator: ", ")) }
-        add("next fire", timestamp(job.next_fire, now: now))
+        if let zone = job.timezone {
+            add("timezone", zone + (job.dst_rules.map { " (DST: \($0))" } ?? ""))
+        }
+        if let local = job.next_fire_local, let time = try? RFC3339.parse(local) {
+            // Cron and calendar jobs: the next fire in the job's zone, which is what their schedule says.
+            add("next fire", "\(local) (\(TimeText.relative(time, now: now)))")
+        } else {
+            add("next fire", timestamp(job.next_fire, now: now))
+        }
         if let held = job.held_since { add("held since", timestamp(held, now: now)) }
         add("runs", String(job.runs))
         add("running", String(job.running))

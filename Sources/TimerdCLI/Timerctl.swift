@@ -19,15 +19,18 @@ package enum Timerctl {
         package var stream: (Request, String, (String) -> Bool) throws(ClientError) -> Reply
         /// Writes a streamed line to stdout; false when stdout is gone (e.g. a closed pipe).
         package var writeLine: (String) -> Bool
+        /// The zone `next` computes in when given no `--timezone`.
+        package var systemZone: () -> ZoneRules
 
         /// Without `stream`, a streaming request gets its reply from `send` and no events; without
-        /// `writeLine`, lines go to `stdout`.
+        /// `writeLine`, lines go to `stdout`; without `systemZone`, it is the machine's (`TZ`, `/etc/localtime`).
         package init(
             environment: [String: String], userID: UInt32, now: @escaping () -> WallTime,
             stdout: @escaping (String) -> Void, stderr: @escaping (String) -> Void,
             send: @escaping (Request, String) throws(ClientError) -> Reply,
             stream: ((Request, String, (String) -> Bool) throws(ClientError) -> Reply)? = nil,
-            writeLine: ((String) -> Bool)? = nil
+            writeLine: ((String) -> Bool)? = nil,
+            systemZone: @escaping () -> ZoneRules = { SystemTimeZones.systemZone() }
         ) {
             self.environment = environment
             self.userID = userID
@@ -35,6 +38,7 @@ package enum Timerctl {
             self.stdout = stdout
             self.stderr = stderr
             self.send = send
+            self.systemZone = systemZone
             if let stream {
                 self.stream = stream
             } else {
@@ -92,6 +96,8 @@ package enum Timerctl {
         case .help(let verb):
             context.stdout(verb.map(HelpText.verb) ?? HelpText.global())
             return ExitStatus.success
+        case .next(let options):
+            return next(options, command: command, context: context)
         case .send(let request):
             if command.verb == .version, command.output == .text { context.stdout(ReplyFormatter.clientVersionLine) }
             let path = SocketPath.resolve(flag: command.socket, environment: context.environment, userID: context.userID)
@@ -108,6 +114,25 @@ package enum Timerctl {
             if !rendered.stderr.isEmpty { context.stderr(rendered.stderr) }
             return rendered.status
         }
+    }
+
+    /// `next`: the fire times, computed here with the daemon's `NextFireQuery` and the tz database, printed
+    /// as timerd's `NEXT` reply would be. A value timerd would refuse (a bad expression, an unknown zone, no
+    /// fire time at all) is printed as its `ERR` would be, with the same status.
+    private static func next(_ options: [Option], command: Command, context: Context) -> Int32 {
+        let reply: Reply
+        do throws(TimerdError) {
+            let query = try NextFireQuery(options: options.map { KeyValue($0.key, $0.value) })
+            let zone = try query.timezone.map { name throws(TimerdError) in try SystemTimeZones.zone(named: name) } ?? context.systemZone()
+            let times = try query.times(now: context.now(), zone: zone)
+            reply = .ok(Payload.encode(NextTimes(timezone: zone.name, times: times.map { RFC3339.format($0, in: zone) })))
+        } catch {
+            reply = .err(code: error.code.rawValue, message: error.message)
+        }
+        let rendered = ReplyFormatter.render(reply, for: command, now: context.now())
+        if !rendered.stdout.isEmpty { context.stdout(rendered.stdout) }
+        if !rendered.stderr.isEmpty { context.stderr(rendered.stderr) }
+        return rendered.status
     }
 
     /// `watch`: prints each event line (verbatim with `--json`) until timerd closes the stream (a note

@@ -237,7 +237,17 @@ private struct LoadSession<FileSystem: ConfigFileSystem> {
     private mutating func finish(_ builder: JobBuilder) {
         var builder = builder
         let file = builder.file
-        let spec = builder.build(report: { report(file, $0, $1) })
+        var spec = builder.build(report: { report(file, $0, $1) })
+        // The zone must exist in the tz database, read through the same file system as the config.
+        if let name = spec?.timezone {
+            do {
+                _ = try TimeZoneDatabase.zone(named: name, read: { path in try? fileSystem.read(path) })
+            } catch {
+                let line = builder.options.last { ["timezone", "calendar"].contains($0.option.key) }?.line ?? builder.line
+                report(file, line, error.message)
+                spec = nil
+            }
+        }
         if let spec, builder.name != nil, !builder.hadErrors {
             jobs.append(ConfiguredJob(spec: spec, file: builder.file, line: builder.line))
         }
@@ -265,11 +275,12 @@ private struct JobBuilder {
 
     /// Used to check the keys of a section whose name is unusable.
     private static let placeholderName = try! JobName("job")
-    private static let scheduleKeys = ["every", "in", "at"]
+    private static let scheduleKeys = ["every", "in", "at", "cron", "calendar"]
     private static let actionKeys = ["command", "argv"]
     /// Stand-ins for a removed schedule or action, so the remaining keys still get checked.
     private static let placeholders = [
-        "every": "1s", "in": "1s", "at": "2000-01-01T00:00:00Z", "command": "true", "argv": "true",
+        "every": "1s", "in": "1s", "at": "2000-01-01T00:00:00Z", "cron": "* * * * *", "calendar": "daily",
+        "command": "true", "argv": "true",
     ]
 
     mutating func add(_ key: String, _ value: String, line: Int, report: (Int, String) -> Void) {

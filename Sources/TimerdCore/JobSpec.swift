@@ -46,6 +46,16 @@ public struct KeyValue: Equatable, Hashable, Sendable {
 public struct JobSpec: Equatable, Sendable {
     public var name: JobName
     public var schedule: Schedule
+    /// The IANA zone of a cron or calendar schedule (`timezone=`); nil means the system zone.
+    public var timezone: String?
+    /// Overrides of the DST rules for cron and calendar schedules (nil: the schedule kind's default).
+    public var dstGap: DSTGap?
+    public var dstRepeat: DSTRepeat?
+    /// A random delay added to each fire, up to this long (`jitter=`).
+    public var jitter: Duration
+    /// The delay is the same for every fire, derived from the machine id and the job's name
+    /// (`fixed_jitter=yes`, like systemd's `FixedRandomDelay=`).
+    public var fixedJitter: Bool
     /// Stop after this many scheduled runs (`every` jobs only; one-shots run once).
     public var count: Int?
     /// How late the timer may fire to let the kernel coalesce wake-ups.
@@ -75,9 +85,16 @@ public struct JobSpec: Equatable, Sendable {
         name: JobName, schedule: Schedule, action: Action, count: Int? = nil, leeway: Duration = .zero,
         timeout: Duration? = nil, killGrace: Duration = Limits.defaultKillGrace, overlap: OverlapPolicy = .skip,
         env: [KeyValue] = [], meta: [KeyValue] = [], cwd: String? = nil, owner: Owner? = nil, tags: [String] = [],
-        modes: [String] = [Mode.defaultName], onFailure: NotifyTarget? = nil, onRecovery: NotifyTarget? = nil
+        modes: [String] = [Mode.defaultName], onFailure: NotifyTarget? = nil, onRecovery: NotifyTarget? = nil,
+        timezone: String? = nil, dstGap: DSTGap? = nil, dstRepeat: DSTRepeat? = nil, jitter: Duration = .zero,
+        fixedJitter: Bool = false
     ) {
         self.name = name
+        self.timezone = timezone
+        self.dstGap = dstGap
+        self.dstRepeat = dstRepeat
+        self.jitter = jitter
+        self.fixedJitter = fixedJitter
         self.schedule = schedule
         self.action = action
         self.count = count
@@ -98,7 +115,8 @@ public struct JobSpec: Equatable, Sendable {
     /// Every key a job accepts, in the order `options` writes them. The same list documents config keys,
     /// protocol options and (as `--kebab-case`) `timerctl` flags.
     public static let keys = [
-        "every", "start", "in", "at", "count", "leeway", "command", "argv", "webhook", "method", "header", "body",
+        "every", "start", "in", "at", "cron", "calendar", "timezone", "dst_gap", "dst_repeat", "jitter",
+        "fixed_jitter", "count", "leeway", "command", "argv", "webhook", "method", "header", "body",
         "content_type", "expect", "retries", "retry_backoff", "redirects", "ca_file", "insecure", "timeout",
         "kill_grace", "overlap", "env", "meta", "cwd", "owner", "tag", "modes", "on_failure", "on_recovery",
     ]
@@ -145,10 +163,10 @@ public struct JobSpec: Equatable, Sendable {
             do { return try DurationText.parse(text) } catch { throw TimerdError(.badArgument, "\(key): \(error.message)", key: key) }
         }
 
-        // Schedule: exactly one of every / in / at.
-        let given = options.map(\.key).filter { ["every", "in", "at"].contains($0) }
+        // Schedule: exactly one of every / in / at / cron / calendar.
+        let given = options.map(\.key).filter { ["every", "in", "at", "cron", "calendar"].contains($0) }
         guard given.count <= 1 else {
-            throw TimerdError(.badArgument, "give only one of every, in and at (got \(given.joined(separator: ", ")))", key: given[1])
+            throw TimerdError(.badArgument, "give only one of every, in, at, cron and calendar (got \(given.joined(separator: ", ")))", key: given[1])
         }
         let schedule: Schedule
         if let interval = try duration("every") {
@@ -167,8 +185,24 @@ public struct JobSpec: Equatable, Sendable {
                 do { schedule = .at(RFC3339.truncatedToMicroseconds(try RFC3339.parse(text))) } catch {
                     throw TimerdError(.badArgument, "at: \(error.message)", key: "at")
                 }
+            } else if let text = single["cron"] {
+                schedule = .cron(try CronExpression.parse(text))
+            } else if let text = single["calendar"] {
+                schedule = .calendar(try CalendarSpec.parse(text))
             } else {
-                throw TimerdError(.missingArgument, "a schedule is required: every=DUR, in=DUR or at=TIME")
+                throw TimerdError(.missingArgument, "a schedule is required: every=DUR, in=DUR, at=TIME, cron=EXPR or calendar=SPEC")
+            }
+        }
+        let civil = try Self.civilRules(schedule: schedule, single: single)
+        let jitter = try duration("jitter") ?? .zero
+        if case .every(let interval, _) = schedule, jitter >= interval {
+            throw TimerdError(.badArgument, "jitter must be shorter than the interval (\(DurationText.format(interval)))", key: "jitter")
+        }
+        var fixedJitter = false
+        if let text = single["fixed_jitter"] {
+            fixedJitter = try Self.flag(text, key: "fixed_jitter")
+            guard single["jitter"] != nil else {
+                throw TimerdError(.badArgument, "fixed_jitter applies only with jitter=DUR", key: "fixed_jitter")
             }
         }
 
@@ -178,7 +212,7 @@ public struct JobSpec: Equatable, Sendable {
                 throw TimerdError(.badArgument, "count: expected a whole number of runs ≥ 1, got \"\(text)\"", key: "count")
             }
             guard schedule.repeats else {
-                throw TimerdError(.badArgument, "count applies only to every= jobs (one-shots run once)", key: "count")
+                throw TimerdError(.badArgument, "count applies only to repeating schedules (one-shots run once)", key: "count")
             }
             count = value
         }
@@ -236,7 +270,52 @@ public struct JobSpec: Equatable, Sendable {
             env: env, meta: meta, cwd: single["cwd"], owner: try single["owner"].map(Owner.parse),
             tags: tags, modes: try single["modes"].map(Mode.parseList) ?? [Mode.defaultName],
             onFailure: try single["on_failure"].map { text throws(TimerdError) in try NotifyTarget.parse(text, key: "on_failure") },
-            onRecovery: try single["on_recovery"].map { text throws(TimerdError) in try NotifyTarget.parse(text, key: "on_recovery") })
+            onRecovery: try single["on_recovery"].map { text throws(TimerdError) in try NotifyTarget.parse(text, key: "on_recovery") },
+            timezone: civil.timezone, dstGap: civil.gap, dstRepeat: civil.repeated, jitter: jitter, fixedJitter: fixedJitter)
+    }
+
+    /// `timezone`, `dst_gap` and `dst_repeat`, which only cron and calendar schedules take. The zone's
+    /// existence is checked where the tz database is (the daemon, the config checker, `timerctl next`).
+    private static func civilRules(
+        schedule: Schedule, single: [String: String]
+    ) throws(TimerdError) -> (timezone: String?, gap: DSTGap?, repeated: DSTRepeat?) {
+        guard schedule.isCivil else {
+            if let key = ["timezone", "dst_gap", "dst_repeat"].first(where: { single[$0] != nil }) {
+                throw TimerdError(.badArgument, "\(key) applies only to cron= and calendar= jobs", key: key)
+            }
+            return (nil, nil, nil)
+        }
+        var timezone = single["timezone"]
+        if let name = timezone { try TimeZoneDatabase.validate(name) }
+        if case .calendar(let spec) = schedule, let named = spec.timeZone {
+            if let timezone, timezone != named {
+                throw TimerdError(.badArgument, "timezone=\(timezone) contradicts the zone in the calendar spec (\(named))", key: "timezone")
+            }
+            timezone = named
+        }
+        var gap: DSTGap?
+        if let text = single["dst_gap"] {
+            guard let value = DSTGap(rawValue: text) else {
+                throw TimerdError(.badArgument, "dst_gap: expected shift or skip, got \"\(text)\"", key: "dst_gap")
+            }
+            gap = value
+        }
+        var repeated: DSTRepeat?
+        if let text = single["dst_repeat"] {
+            guard let value = DSTRepeat(rawValue: text) else {
+                throw TimerdError(.badArgument, "dst_repeat: expected first, last or both, got \"\(text)\"", key: "dst_repeat")
+            }
+            repeated = value
+        }
+        return (timezone, gap, repeated)
+    }
+
+    static func flag(_ text: String, key: String) throws(TimerdError) -> Bool {
+        switch text.lowercased() {
+        case "yes", "true", "on", "1": return true
+        case "no", "false", "off", "0": return false
+        default: throw TimerdError(.badArgument, "\(key): expected yes or no, got \"\(text)\"", key: key)
+        }
     }
 
     /// The `webhook=` action with its keys.
@@ -305,7 +384,17 @@ public struct JobSpec: Equatable, Sendable {
             if let start { list.append(KeyValue("start", DurationText.format(start))) }
         case .after(let delay): list.append(KeyValue("in", DurationText.format(delay)))
         case .at(let time): list.append(KeyValue("at", RFC3339.format(time)))
+        case .cron(let expression): list.append(KeyValue("cron", expression.text))
+        case .calendar(let spec): list.append(KeyValue("calendar", spec.text))
         }
+        // A zone named in the calendar spec is written there; timezone= repeats it only when it was separate.
+        if let timezone, !{ if case .calendar(let spec) = schedule { return spec.timeZone != nil }; return false }() {
+            list.append(KeyValue("timezone", timezone))
+        }
+        if let dstGap { list.append(KeyValue("dst_gap", dstGap.rawValue)) }
+        if let dstRepeat { list.append(KeyValue("dst_repeat", dstRepeat.rawValue)) }
+        if jitter != .zero { list.append(KeyValue("jitter", DurationText.format(jitter))) }
+        if fixedJitter { list.append(KeyValue("fixed_jitter", "yes")) }
         if let count { list.append(KeyValue("count", String(count))) }
         if leeway != .zero { list.append(KeyValue("leeway", DurationText.format(leeway))) }
         switch action {

@@ -1,4 +1,5 @@
-/// When a job fires. Intervals and delays are monotonic spans; `at` is a wall-clock instant.
+/// When a job fires. Intervals and delays are monotonic spans; `at`, `cron` and `calendar` are wall-clock
+/// schedules, computed in the job's time zone (see `CivilSchedule`).
 public enum Schedule: Equatable, Sendable {
     /// Repeats every `interval`; the first fire comes after `start` (default: one interval).
     case every(interval: Duration, start: Duration?)
@@ -6,10 +7,36 @@ public enum Schedule: Equatable, Sendable {
     case after(delay: Duration)
     /// Fires once at a wall-clock instant (`at=`).
     case at(WallTime)
+    /// A crontab expression (`cron=`); `@reboot` fires once when the daemon starts.
+    case cron(CronExpression)
+    /// A systemd calendar event (`calendar=`).
+    case calendar(CalendarSpec)
 
     public var repeats: Bool {
-        if case .every = self { return true }
-        return false
+        switch self {
+        case .every, .calendar: return true
+        case .cron(let expression): return !expression.isReboot
+        case .after, .at: return false
+        }
+    }
+
+    /// The option key that sets this schedule.
+    public var key: String {
+        switch self {
+        case .every: return "every"
+        case .after: return "in"
+        case .at: return "at"
+        case .cron: return "cron"
+        case .calendar: return "calendar"
+        }
+    }
+
+    /// True for schedules computed on the wall clock in a time zone (cron and calendar).
+    public var isCivil: Bool {
+        switch self {
+        case .cron, .calendar: return true
+        default: return false
+        }
     }
 
     /// Human-readable form used by `list` and `show`, e.g. `every 5s`, `every 1m (start 10s)`, `in 30s`.
@@ -22,6 +49,10 @@ public enum Schedule: Equatable, Sendable {
             return "in \(DurationText.format(delay))"
         case .at(let time):
             return "at \(RFC3339.format(time))"
+        case .cron(let expression):
+            return "cron \(expression.text)"
+        case .calendar(let spec):
+            return "calendar \(spec.normalized)"
         }
     }
 }

@@ -100,6 +100,15 @@ public enum RFC3339 {
         return WallTime(nanosecondsSinceEpoch: total)
     }
 
+    /// The last instant timerd schedules: 2261-12-31T23:59:59Z, months before Int64 nanoseconds end in
+    /// April 2262, so schedule arithmetic on it cannot overflow.
+    public static let latest = WallTime(seconds: 9_214_646_399)
+
+    /// `time` cut to whole seconds.
+    public static func truncatedToSeconds(_ time: WallTime) -> WallTime {
+        WallTime(seconds: floorDiv(time.nanosecondsSinceEpoch, 1_000_000_000))
+    }
+
     /// `time` cut to whole microseconds, the precision timerd shows and stores.
     public static func truncatedToMicroseconds(_ time: WallTime) -> WallTime {
         let ns = time.nanosecondsSinceEpoch

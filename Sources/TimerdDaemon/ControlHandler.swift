@@ -1,6 +1,7 @@
 import Synchronization
 import TimerdCore
 import TimerdProtocol
+import TimerdSystem
 
 /// Turns one request line into one reply: parses, checks the words each verb takes, and calls the registry.
 ///
@@ -32,6 +33,7 @@ struct ControlHandler: Sendable {
         (.mode, "MODE [NAME]"),
         (.stats, "STATS"),
         (.watch, "WATCH [NAME | tag=TAG]"),
+        (.next, "NEXT (cron=EXPR | calendar=SPEC | every=DUR) [count=N] [timezone=TZ] [from=TIME] [dst_gap=…] [dst_repeat=…]"),
     ]
 
     /// Handles one line from control connection `connection` (the owner of `owner=connection` jobs).
@@ -160,6 +162,13 @@ struct ControlHandler: Sendable {
         case .watch:
             // Handled by `handleWatching` (it changes the connection); reaching here is a bug.
             throw TimerdError(.internal, "WATCH must go through handleWatching")
+        case .next:
+            try expect(request, names: 0...0, options: true)
+            let query = try NextFireQuery(options: request.options.map { KeyValue($0.key, $0.value) })
+            let zone = try query.timezone.map { name throws(TimerdError) in try SystemTimeZones.zone(named: name) }
+                ?? SystemTimeZones.systemZone()
+            let times = try query.times(now: SystemClock.wallNow(), zone: zone)
+            return .ok(Payload.encode(NextTimes(timezone: zone.name, times: times.map { RFC3339.format($0, in: zone) })))
         case .stats:
             try expect(request, names: 0...0)
             return .ok(Payload.encode(await registry.stats(requests: requests.value, version: Self.version)))

@@ -77,7 +77,12 @@ public final class Daemon: Sendable {
         // Test hook, documented in docs/systemd.md: with TIMERD_TEST_FAILPOINTS=wedge-registry-on-usr1,
         // SIGUSR1 blocks the registry's queue forever (to prove the watchdog). Never set in production.
         let wedgeHook = Self.failpoints.contains("wedge-registry-on-usr1")
-        let handled: [Signal] = [.term, .int, .hup] + (wedgeHook ? [.usr1] : [])
+        // Test hook, documented in docs/schedules.md: with TIMERD_TEST_FAILPOINTS=test-clock the daemon's
+        // wall clock starts at the RFC 3339 time in the file TIMERD_TEST_CLOCK_FILE, and SIGUSR2 sets it to
+        // the time the file holds then (a clock step, as settimeofday would make). Never set in production.
+        let testClock = Self.failpoints.contains("test-clock")
+        if testClock { Self.readTestClock() }
+        let handled: [Signal] = [.term, .int, .hup] + (wedgeHook ? [.usr1] : []) + (testClock ? [.usr2] : [])
         do {
             try Signals.ignore(.pipe)
             // systemd's watchdog ends a hung timerd with SIGABRT. The Swift runtime's crash backtracer
@@ -108,6 +113,9 @@ public final class Daemon: Sendable {
             Task { _ = try? await self.reload(trigger: "SIGHUP") }
         case .usr1:
             registry.wedgeForTesting()
+        case .usr2:
+            Self.readTestClock()
+            registry.enqueue { $0.wallClockChanged(reason: "test clock set") }
         default:
             Task { await self.stop(signal: signal) }
         }
@@ -142,6 +150,17 @@ public final class Daemon: Sendable {
     static let failpoints: Set<String> = Set(
         (CurrentProcess.environmentVariable("TIMERD_TEST_FAILPOINTS") ?? "").split(separator: ",").map(String.init))
 
+    /// Sets the test clock from `TIMERD_TEST_CLOCK_FILE` (failpoint `test-clock` only).
+    static func readTestClock() {
+        guard let path = CurrentProcess.environmentVariable("TIMERD_TEST_CLOCK_FILE"),
+              let bytes = try? FileSystem.readFile(path),
+              let time = try? RFC3339.parse(String(decoding: bytes, as: UTF8.self).filter { !$0.isWhitespace }) else {
+            CurrentProcess.writeToStderr("timerd: test-clock: cannot read a time from TIMERD_TEST_CLOCK_FILE\n")
+            return
+        }
+        SystemClock.setTestWallClock(to: time)
+    }
+
     static func baseEnvironment() -> [KeyValue] {
         var list = [
             KeyValue("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"),
@@ -157,6 +176,7 @@ public final class Daemon: Sendable {
     // MARK: - Start
 
     private func start(socket: String, configuration: Configuration) async {
+        await registry.watchWallClock()
 
         do {
             _ = try await registry.applyConfig(declared(configuration), maxRunning: configuration.settings.maxRunning)

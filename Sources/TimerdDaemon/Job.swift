@@ -75,8 +75,15 @@ struct Job {
     var nextIndex: UInt64 = 0
     /// Monotonic deadline of the next fire (for `every` and `in`), or nil.
     var nextMono: UInt64?
-    /// Wall-clock deadline of the next fire (for `at`), or nil.
+    /// Wall-clock deadline of the next fire (for `at`, cron and calendar, jitter included), or nil.
     var nextWall: WallTime?
+    /// A cron or calendar job's schedule, resolved in its time zone when the job was added.
+    var civil: CivilSchedule?
+    /// The scheduled time (jitter not included) of a cron or calendar job's next fire.
+    var nextNominal: WallTime?
+    /// Where a cron or calendar schedule counts from: when it was armed, then each fire's scheduled time.
+    /// After the clock is set back past it, counting restarts from the new now (as systemd does).
+    var civilBase: WallTime?
     /// Scheduled fires accepted so far (checked against `count`).
     var acceptedFires = 0
 

@@ -5,32 +5,53 @@ import TimerdSystem
 extension Registry {
     // MARK: - Schedule position
 
-    /// Sets the first fire of a freshly added (or re-declared) job, counting from `now`.
+    /// Sets the first fire of a freshly added (or re-declared) job, counting from `now`. Jitter is added
+    /// to every kind of schedule.
     func startSchedule(_ job: inout Job, from now: UInt64) {
         job.nextMono = nil
         job.nextWall = nil
+        job.nextNominal = nil
+        job.civilBase = nil
         job.grid = nil
+        let jitter = UInt64(jitterNanoseconds(job))
         switch job.spec.schedule {
         case .every(let interval, let start):
             let grid = FireGrid(first: now &+ UInt64((start ?? interval).nanoseconds), interval: interval)
             job.grid = grid
             job.nextIndex = 0
-            job.nextMono = grid.first
+            job.nextMono = grid.first &+ jitter
         case .after(let delay):
-            job.nextMono = now &+ UInt64(delay.nanoseconds)
+            job.nextMono = now &+ UInt64(delay.nanoseconds) &+ jitter
         case .at(let time):
-            job.nextWall = time
+            job.nextWall = time + .nanoseconds(Int64(jitter))
+        case .cron(let expression) where expression.isReboot:
+            // Once when the daemon starts: config jobs loaded at start-up fire now; later (a reload, or
+            // added at run time) they wait for the next start.
+            if !initialConfigApplied, case .config = job.origin {
+                job.nextMono = now &+ jitter
+            } else {
+                job.state = .finished
+            }
+        case .cron, .calendar:
+            job.civilBase = SystemClock.wallNow()
+            scheduleNextCivilFire(&job)
         }
     }
 
     /// Moves a resumed job to its next fire on its original schedule. Returns how many fires fell due
     /// while it was paused (they are skipped; a one-shot whose time passed fires at once instead).
     func resumeOnSchedule(_ job: inout Job, now: UInt64) -> Int {
+        if job.civil != nil {
+            let wallNow = SystemClock.wallNow()
+            guard job.nextMono == nil, let due = job.nextNominal, due <= wallNow else { return 0 }
+            let (_, missed) = advanceCivil(&job, wallNow: wallNow)
+            return missed + 1
+        }
         guard let grid = job.grid else { return 0 }
         let next = grid.index(after: now)
         let missed = next > job.nextIndex ? Int(next - job.nextIndex) : 0
         job.nextIndex = max(job.nextIndex, next)
-        job.nextMono = grid.instant(job.nextIndex)
+        job.nextMono = grid.instant(job.nextIndex) &+ UInt64(jitterNanoseconds(job))
         return missed
     }
 
@@ -72,6 +93,7 @@ extension Registry {
         let now = SystemClock.monoNow()
         let slack: UInt64 = 1_000_000
         var scheduled = now
+        var scheduledWall: WallTime?
         if let deadline = job.nextMono {
             // A re-armed source can still deliver an event for its old deadline: ignore anything early.
             guard now &+ slack >= deadline else { return arm(name) }
@@ -80,6 +102,7 @@ extension Registry {
             let wallNow = SystemClock.wallNow()
             guard wallNow + .nanoseconds(Int64(slack)) >= wall else { return arm(name) }
             scheduled = now &- UInt64(max(0, (wallNow - wall).nanoseconds))
+            scheduledWall = wall
         }
 
         if let grid = job.grid {
@@ -93,7 +116,25 @@ extension Registry {
                 scheduled = grid.instant(latest)
             }
             job.nextIndex = max(job.nextIndex, latest) + 1
-            job.nextMono = grid.instant(job.nextIndex)
+            job.nextMono = grid.instant(job.nextIndex) &+ UInt64(jitterNanoseconds(job))
+        } else if job.civil != nil {
+            let wallNow = SystemClock.wallNow()
+            if job.nextMono != nil {
+                // A fire set by RESUME after=DUR: the calendar schedule continues from now.
+                job.nextMono = nil
+                job.civilBase = wallNow
+                scheduleNextCivilFire(&job)
+            } else {
+                let jitter = (scheduledWall ?? wallNow) - (job.nextNominal ?? wallNow)
+                let (due, missed) = advanceCivil(&job, wallNow: wallNow)
+                if missed > 0 {
+                    jobs[name] = job
+                    noteSkip(name, count: missed, reason: "missed: the daemon could not fire on time (it was stopped or starved, or the clock jumped)")
+                    job = jobs[name]!
+                    scheduledWall = due + jitter
+                    scheduled = now &- UInt64(max(0, (wallNow - scheduledWall!).nanoseconds))
+                }
+            }
         } else {
             job.nextMono = nil
             job.nextWall = nil
@@ -102,23 +143,26 @@ extension Registry {
         let late = Int64(bitPattern: now &- scheduled)
         lateness.record(late, at: now)
         latenessHistogram.record(seconds: Double(late) / 1e9)
-        emit("fired", job: name, scheduledAt: wallTime(ofMono: scheduled), latenessNs: late)
-        fire(name, scheduledMono: scheduled, kind: .scheduled)
+        let wall = scheduledWall ?? wallTime(ofMono: scheduled)
+        emit("fired", job: name, scheduledAt: wall, latenessNs: late)
+        fire(name, scheduledMono: scheduled, scheduledWall: wall, kind: .scheduled)
         continueSchedule(name)
     }
 
-    /// After a scheduled fire: re-arm for the next one, or finish a one-shot or a job whose `count` is
-    /// reached.
+    /// After a scheduled fire: re-arm for the next one, or finish a one-shot, a job whose `count` is
+    /// reached, or a calendar job with no more fires.
     func continueSchedule(_ name: JobName) {
         guard var job = jobs[name] else { return }
-        let oneShot = job.grid == nil
-        if oneShot || (job.spec.count.map { job.acceptedFires >= $0 } ?? false) {
+        let oneShot = !job.spec.schedule.repeats
+        let exhausted = job.civil != nil && job.nextWall == nil && job.nextMono == nil
+        if oneShot || exhausted || (job.spec.count.map { job.acceptedFires >= $0 } ?? false) {
             job.state = .finished
             job.nextMono = nil
             job.nextWall = nil
             disarm(&job)
             jobs[name] = job
-            log.info(job: name.rawValue, oneShot ? "finished its schedule (one-shot)" : "finished its schedule (count=\(job.spec.count!) reached)")
+            let why = oneShot ? "one-shot" : exhausted ? "the calendar has no later time" : "count=\(job.spec.count!) reached"
+            log.info(job: name.rawValue, "finished its schedule (\(why))")
             noteIfIdleAndFinished(name)
         } else {
             arm(name)
@@ -138,9 +182,9 @@ extension Registry {
     /// Handles one fire of a job by its overlap policy and the daemon's run cap. Returns what happened:
     /// `started`, `queued`, `waiting` (for a run slot) or `skipped`.
     @discardableResult
-    func fire(_ name: JobName, scheduledMono: UInt64, kind: FireKind) -> String {
+    func fire(_ name: JobName, scheduledMono: UInt64, scheduledWall: WallTime? = nil, kind: FireKind) -> String {
         guard var job = jobs[name] else { return "skipped" }
-        let pending = PendingFire(kind: kind, scheduledMono: scheduledMono, scheduledWall: wallTime(ofMono: scheduledMono))
+        let pending = PendingFire(kind: kind, scheduledMono: scheduledMono, scheduledWall: scheduledWall ?? wallTime(ofMono: scheduledMono))
         if kind == .scheduled, !Mode.includes(job.spec.modes, currentMode) {
             return hold(name, pending)
         }

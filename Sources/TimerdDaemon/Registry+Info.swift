@@ -52,6 +52,13 @@ extension Registry {
                 info.next_fire = RFC3339.format(wall)
             }
         }
+        if let civil = job.civil {
+            info.timezone = civil.zone.name
+            info.dst_rules = civil.followsSystemd ? "systemd" : "dst_gap=\(civil.gap.rawValue) dst_repeat=\(civil.repeated.rawValue)"
+            if job.state == .scheduled, job.nextMono == nil, let wall = job.nextWall {
+                info.next_fire_local = RFC3339.format(wall, in: civil.zone)
+            }
+        }
         info.runs = job.runs
         info.running = job.active.count
         info.skipped = job.skipped

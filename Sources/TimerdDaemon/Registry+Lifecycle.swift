@@ -54,6 +54,13 @@ extension Registry {
                 summary.unchanged += 1
                 continue
             }
+            do {
+                job.civil = try Self.civilSchedule(for: item.spec)
+            } catch {
+                log.error(job: item.spec.name.rawValue, "cannot apply the changed spec: \(error.message); keeping the old one")
+                jobs[item.spec.name] = job
+                continue
+            }
             job.spec = item.spec
             job.acceptedFires = 0
             disarm(&job)
@@ -64,6 +71,7 @@ extension Registry {
             summary.changed.append(item.spec.name.rawValue)
             log.info(job: item.spec.name.rawValue, "changed in the config; re-armed: \(item.spec.schedule.summary)")
         }
+        initialConfigApplied = true
         if maxRunning != self.maxRunning {
             log.info("max_running is now \(maxRunning) (was \(self.maxRunning))")
             self.maxRunning = maxRunning

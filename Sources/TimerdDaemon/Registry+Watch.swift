@@ -53,3 +53,13 @@ extension Registry {
         for watcher in interested { watcher.deliver(line) }
     }
 }
+
+extension Registry {
+    /// Sends an event about the daemon itself (no job) to watchers of everything, e.g. `clock`.
+    func emitDaemonEvent(_ event: String, reason: String) {
+        let interested = watchers.values.filter { if case .all = $0.filter { return true } else { return false } }
+        guard !interested.isEmpty else { return }
+        let line = Payload.encode(WatchEvent(at: RFC3339.format(SystemClock.wallNow()), event: event, reason: reason))
+        for watcher in interested { watcher.deliver(line) }
+    }
+}

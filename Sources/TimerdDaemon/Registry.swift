@@ -50,6 +50,10 @@ actor Registry {
     var statusUpdatePending = false
     var watchdogTimer: (any DispatchSourceTimer)?
     var drainWaiters: [CheckedContinuation<Void, Never>] = []
+    /// False until the config read at start-up is applied: `@reboot` jobs fire only then.
+    var initialConfigApplied = false
+    /// The clock-change watch (see `Registry+Calendar.swift`).
+    var clockWatch: IOWatcher.Registration?
 
     /// Runtime jobs that finished their schedule, oldest first (pruned beyond `finishedRuntimeJobsKept`).
     var finishedRuntimeJobs: [(name: JobName, id: UInt64)] = []
@@ -86,7 +90,14 @@ actor Registry {
         if case .at(let time) = spec.schedule, origin == .runtime, time < SystemClock.wallNow() {
             throw TimerdError(.badArgument, "at: \(RFC3339.format(time)) is in the past", key: "at")
         }
+        if case .cron(let expression) = spec.schedule, expression.isReboot, origin == .runtime {
+            throw TimerdError(.badArgument, "@reboot jobs run once when timerd starts: declare them in the config file", key: "cron")
+        }
         var job = Job(id: nextJobID, spec: spec, origin: origin)
+        job.civil = try Self.civilSchedule(for: spec)
+        if let civil = job.civil, origin == .runtime, civil.next(after: SystemClock.wallNow()) == nil {
+            throw TimerdError(.badArgument, "\(spec.schedule.summary) has no fire time after now", key: spec.schedule.key)
+        }
         try bindOwner(&job, connection: connection)
         nextJobID += 1
         namesEverUsed.insert(spec.name.rawValue)
@@ -101,6 +112,11 @@ actor Registry {
             // Only config jobs get here: their time passed before this daemon loaded them.
             jobs[spec.name]!.state = .finished
             noteSkip(spec.name, count: 1, reason: "its time \(RFC3339.format(time)) passed before timerd loaded it (missed while the daemon was down)")
+            return
+        }
+        if job.civil != nil, job.nextWall == nil {
+            jobs[spec.name]!.state = .finished
+            log.warning(job: spec.name.rawValue, "\(spec.schedule.summary) has no fire time after now; the job will never fire")
             return
         }
         arm(spec.name)
@@ -193,7 +209,11 @@ actor Registry {
                 // continues on its grid after now.
                 if let grid = job.grid {
                     job.nextIndex = grid.index(after: now)
-                    job.nextMono = grid.instant(job.nextIndex)
+                    job.nextMono = grid.instant(job.nextIndex) &+ UInt64(jitterNanoseconds(job))
+                } else if job.civil != nil {
+                    job.nextMono = nil
+                    job.civilBase = SystemClock.wallNow()
+                    scheduleNextCivilFire(&job)
                 }
                 jobs[name] = job
                 log.info(job: name.rawValue, wasPaused ? "resumed; firing now" : "firing now (RESUME now)")
@@ -206,9 +226,11 @@ actor Registry {
                     job.grid = FireGrid(first: first, interval: interval)
                     job.nextIndex = 0
                     job.nextMono = first
-                case .after, .at:
+                case .after, .at, .cron, .calendar:
+                    // Calendar jobs fire once after the delay, then go on with their calendar.
                     job.nextMono = first
                     job.nextWall = nil
+                    job.nextNominal = nil
                 }
                 jobs[name] = job
                 log.info(job: name.rawValue, "resumed; next fire in \(DurationText.format(delay))")

@@ -18,6 +18,11 @@ public struct JobInfo: Codable, Equatable, Sendable {
     public var options: [String]
     /// RFC 3339 (UTC) of the next fire, or null when paused or finished.
     public var next_fire: String?
+    /// Cron and calendar jobs: the zone their schedule is computed in, the next fire as local time with
+    /// its offset, and the DST rules in force (`dst_gap=shift dst_repeat=first`, or `systemd`).
+    public var timezone: String?
+    public var next_fire_local: String?
+    public var dst_rules: String?
     /// Runs started (scheduled and manual).
     public var runs: Int
     /// Runs in progress now.
@@ -84,6 +89,9 @@ public struct JobInfo: Codable, Equatable, Sendable {
         try c.encode(schedule, forKey: .schedule)
         try c.encode(options, forKey: .options)
         try c.encode(next_fire, forKey: .next_fire)
+        try c.encode(timezone, forKey: .timezone)
+        try c.encode(next_fire_local, forKey: .next_fire_local)
+        try c.encode(dst_rules, forKey: .dst_rules)
         try c.encode(runs, forKey: .runs)
         try c.encode(running, forKey: .running)
         try c.encode(skipped, forKey: .skipped)
@@ -265,5 +273,16 @@ public enum Payload {
 
     public static func decode<T: Decodable>(_ type: T.Type, from text: String) throws -> T {
         try JSONDecoder().decode(type, from: Data(text.utf8))
+    }
+}
+
+/// `NEXT`'s reply: fire times as RFC 3339 local times with their UTC offset, in `timezone`.
+public struct NextTimes: Codable, Equatable, Sendable {
+    public var timezone: String
+    public var times: [String]
+
+    public init(timezone: String, times: [String]) {
+        self.timezone = timezone
+        self.times = times
     }
 }

@@ -34,6 +34,8 @@ public enum Verb: String, Sendable, Hashable, CaseIterable {
     case stats = "STATS"
     /// `WATCH` on the wire.
     case watch = "WATCH"
+    /// `NEXT` on the wire.
+    case next = "NEXT"
 
     /// Looks a verb up by its spelling, ignoring ASCII case only (`ping`, `Ping` and `PING` are the same;
     /// non-ASCII look-alikes such as a dotless `ı` never match). Returns nil for an unknown verb.

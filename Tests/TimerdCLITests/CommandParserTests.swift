@@ -61,7 +61,8 @@ struct CommandParserTests {
     @Test func everyJobKeyIsAKebabCaseFlag() throws {
         for key in JobSpec.keys {
             let flag = "--" + String(key.map { $0 == "_" ? "-" : $0 })
-            let parsed = try request(["add", "x", flag, "v"])
+            // A switch (--fixed-jitter) takes its value only after "=".
+            let parsed = try request(key == "fixed_jitter" ? ["add", "x", flag + "=v"] : ["add", "x", flag, "v"])
             #expect(parsed.options == [Option(key: key, value: "v")], "\(flag)")
         }
         #expect(try request(["add", "x", "--kill-grace", "10s"]).encode() == "ADD x kill_grace=10s")
@@ -86,6 +87,45 @@ struct CommandParserTests {
         #expect(parsed.values("env") == ["A=1", "B=2"])
         #expect(parsed.values("meta") == ["owner=me"])
         #expect(parsed.encode() == "ADD x env=A=1 meta=owner=me env=B=2 every=1s command=true")
+    }
+
+    @Test func wallClockScheduleFlags() throws {
+        let parsed = try request([
+            "add", "standup", "--cron", "0 9 * * 1-5", "--timezone", "Europe/Berlin", "--dst-gap", "skip",
+            "--dst-repeat=both", "--jitter", "5m", "--fixed-jitter", "--command", "true",
+        ])
+        #expect(parsed.encode()
+            == "ADD standup cron='0 9 * * 1-5' timezone=Europe/Berlin dst_gap=skip dst_repeat=both jitter=5m fixed_jitter=yes command=true")
+        #expect(try request(["add", "w", "--calendar=Sat,Sun 10:00", "--command", "true"]).encode()
+            == "ADD w calendar='Sat,Sun 10:00' command=true")
+        #expect(try request(["add", "w", "--every", "1h", "--jitter", "1m", "--fixed-jitter=no", "--command", "true"]).value("fixed_jitter")
+            == "no")
+        #expect(usageError(["add", "w", "--fixed-jitter=yes", "--fixed-jitter", "yes"])?.message
+            == "unexpected argument 'yes' (add takes one job name)")
+    }
+
+    @Test func execKeepsJitterButHasNoWallClockSchedule() throws {
+        #expect(try request(["exec", "--interval", "1h", "--repeats", "--jitter", "5m", "--fixed-jitter", "--command", "true"]).encode()
+            == "EXEC interval=1h repeats=yes jitter=5m fixed_jitter=yes command=true")
+        for flag in ["--cron", "--calendar", "--timezone", "--dst-gap", "--dst-repeat"] {
+            #expect(usageError(["exec", flag, "x", "--command", "true"])?.message
+                == "unknown option '\(flag)' for exec (exec schedules with --start, --interval, --repeats and --async; or use 'timerctl add')")
+        }
+    }
+
+    @Test func nextIsAnsweredLocally() throws {
+        let command = try CommandParser.parse(["next", "--cron", "0 9 * * 1-5", "--count=3", "--timezone", "Europe/Berlin", "--json"])
+        #expect(command.verb == .next)
+        #expect(command.request == nil)
+        #expect(command.output == .json)
+        #expect(command.action == .next([
+            Option(key: "cron", value: "0 9 * * 1-5"), Option(key: "count", value: "3"), Option(key: "timezone", value: "Europe/Berlin"),
+        ]))
+        #expect(CLIVerb.next.wireVerb == nil)
+        #expect(try CommandParser.parse(["next", "--every", "90m", "--from", "2026-03-27T00:00:00Z", "--socket", "/s"]).action
+            == .next([Option(key: "every", value: "90m"), Option(key: "from", value: "2026-03-27T00:00:00Z")]))
+        #expect(try CommandParser.parse(["next", "--calendar", "daily", "--dst-repeat", "last", "--dst-gap=shift"]).action
+            == .next([Option(key: "calendar", value: "daily"), Option(key: "dst_repeat", value: "last"), Option(key: "dst_gap", value: "shift")]))
     }
 
     @Test func booleanFlagsMayTakeAnExplicitValue() throws {
@@ -188,6 +228,18 @@ struct CommandParserTests {
         (["--socket=", "ping"], "--socket needs a path"),
         (["help", "bogus"], "unknown verb 'bogus'"),
         (["help", "add", "exec"], "unexpected argument 'exec'"),
+        (["next"], "give a schedule: --cron EXPR, --calendar SPEC or --every DUR"),
+        (["next", "--count", "3"], "give a schedule: --cron EXPR, --calendar SPEC or --every DUR"),
+        (["next", "--cron", "* * * * *", "--calendar", "daily"], "give only one of --cron, --calendar and --every (got --cron --calendar)"),
+        (["next", "--every", "1m", "--every", "2m"], "give only one of --cron, --calendar and --every (got --every --every)"),
+        (["next", "--every", "1m", "--count", "1", "--count=2"], "give --count only once"),
+        (["next", "--every", "1m", "--dst-gap", "skip"], "--dst-gap applies only to --cron and --calendar"),
+        (["next", "--cron"], "missing value for --cron (--cron EXPR)"),
+        (["next", "--cron", "* * * * *", "x"], "unexpected argument 'x' (next takes no arguments)"),
+        (["next", "--cron", "* * * * *", "--", "x"], "unexpected argument 'x' (next takes no arguments)"),
+        (["next", "--cron", "* * * * *", "--command", "true"], "unknown option '--command' for next"),
+        (["next", "--crn", "* * * * *"], "unknown option '--crn' for next (did you mean '--cron'?)"),
+        (["next", "cron=* * * * *"], "unexpected argument 'cron=* * * * *' (did you mean '--cron=* * * * *'?)"),
     ] as [([String], String)])
     func usageErrors(arguments: [String], message: String) {
         #expect(usageError(arguments)?.message == message)
@@ -200,7 +252,7 @@ struct CommandParserTests {
         #expect(result.sent.isEmpty)
         #expect(result.stderr == """
             timerctl: error: unknown option '--evry' for add (did you mean '--every'?)
-            Usage: timerctl add NAME (--every DUR [--start DUR] | --in DUR | --at TIME)
+            Usage: timerctl add NAME (--every DUR [--start DUR] | --in DUR | --at TIME | --cron EXPR | --calendar SPEC)
                                 (--command STRING | --webhook URL | -- PROGRAM [ARG…]) [OPTIONS]
             See 'timerctl add --help'.
 

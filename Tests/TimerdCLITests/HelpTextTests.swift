@@ -22,24 +22,25 @@ struct HelpTextTests {
               mode     Show or switch the daemon's mode (jobs not in it hold their fires).
               stats    Show the daemon's counters: jobs, runs, lateness percentiles, requests, memory, uptime.
               watch    Follow what happens to jobs as it happens: fires, runs, skips, changes.
+              next     Print the next fire times of a cron, calendar or every schedule (computed locally).
               ping     Check that timerd answers.
               version  Print the versions of timerctl and timerd.
               help     Show help for timerctl or for one verb.
 
             Options:
               --socket PATH  Talk to timerd on PATH (default: see Socket below).
-              --json         Print replies as JSON (exec, run, list, show, reload, mode, stats, watch, version, pause/resume/cancel --tag).
+              --json         Print replies as JSON (exec, run, list, show, reload, mode, stats, watch, next, version, pause/resume/cancel --tag).
               -h, --help     Show help; 'timerctl help VERB' shows a verb's options.
 
             Socket: --socket, else $TIMERD_SOCKET, else /run/timerd/timerd.sock for root and
             $XDG_RUNTIME_DIR/timerd/timerd.sock for other users (/tmp/timerd-UID/timerd.sock without XDG_RUNTIME_DIR).
 
-            Exit status: 0 success, 1 timerd refused the request, 2 usage error, 3 cannot reach timerd.
+            Exit status: 0 success, 1 timerd (or next) refused the request, 2 usage error, 3 cannot reach timerd.
 
             """
 
     static let add = """
-            Usage: timerctl add NAME (--every DUR [--start DUR] | --in DUR | --at TIME)
+            Usage: timerctl add NAME (--every DUR [--start DUR] | --in DUR | --at TIME | --cron EXPR | --calendar SPEC)
                                 (--command STRING | --webhook URL | -- PROGRAM [ARG…]) [OPTIONS]
 
             Add a job that runs a command or sends a webhook on a schedule.
@@ -50,39 +51,46 @@ struct HelpTextTests {
             that process exits.
 
             Options:
-              --every DUR            Fire every DUR (e.g. 30s, 5m, 1h30m).
-              --start DUR            With --every: first fire after DUR (default: one interval).
-              --in DUR               Fire once, DUR from now.
-              --at TIME              Fire once at an RFC 3339 time (e.g. 2026-11-29T16:00:00Z).
-              --count N              With --every: stop after N runs.
-              --leeway DUR           Let the timer fire up to DUR late so wake-ups coalesce.
-              --command STRING       Run STRING with /bin/sh -c.
-              --argv WORDS           Run a program without a shell, given as one quoted string.
-              --webhook URL          Send an HTTP(S) request to URL instead of running a command.
-              --method METHOD        With --webhook: GET, POST (default), PUT, PATCH, DELETE or HEAD.
-              --header HEADER        With --webhook: send HEADER, written 'Name: value' (repeatable).
-              --body TEXT            Request body, with {job} {run} {scheduled_at} {fired_at} {meta.KEY} filled in.
-              --content-type TYPE    With --webhook: the body's Content-Type (default application/json).
-              --expect STATUSES      With --webhook: statuses that count as success, e.g. 204,200-299 (default 2xx).
-              --retries N            With --webhook: retry a failed attempt up to N times (0-10, default 0).
-              --retry-backoff DUR    Wait DUR/2 to DUR before the first retry, doubling per retry (default 1s).
-              --redirects N          With --webhook: follow up to N redirects (0-10, default 0: none followed).
-              --ca-file PATH         Verify https servers with this PEM CA bundle (default: the system's CAs).
-              --insecure yes|no      With --webhook: yes skips verifying the server's certificate (default no).
-              --timeout DUR          Stop a run that takes longer than DUR.
-              --kill-grace DUR       Wait DUR between SIGTERM and SIGKILL (default 5s).
-              --overlap POLICY       When still running at a fire: skip (default), queue, allow or replace.
-              --env NAME=VALUE       Set an environment variable for the command (repeatable).
-              --meta KEY=VALUE       Attach user info, passed as TIMERD_META_KEY (repeatable).
-              --cwd PATH             Run in directory PATH (absolute; default /).
-              --owner OWNER          Cancel the job when its owner goes away: pid:N (when process N exits).
-              --owner-pid PID        Cancel the job when process PID exits (--owner pid:PID).
-              --tag TAG              Label the job, to pause, resume, cancel or list by tag (repeatable).
-              --modes MODES          Fire only in these daemon modes, comma-separated (default: default; common: every mode).
-              --on-failure URL|CMD   When the job starts failing: POST to URL, or run CMD with /bin/sh -c (any job).
-              --on-recovery URL|CMD  When the job succeeds again: POST to URL, or run CMD with /bin/sh -c (any job).
-              --socket PATH          Talk to timerd on PATH (see 'timerctl --help').
-              -h, --help             Show this help.
+              --every DUR                   Fire every DUR (e.g. 30s, 5m, 1h30m).
+              --start DUR                   With --every: first fire after DUR (default: one interval).
+              --in DUR                      Fire once, DUR from now.
+              --at TIME                     Fire once at an RFC 3339 time (e.g. 2026-11-29T16:00:00Z).
+              --cron EXPR                   Fire at the times of a crontab expression, e.g. '0 9 * * 1-5' or @daily.
+              --calendar SPEC               Fire at the times of a systemd calendar spec, e.g. 'Mon..Fri 09:00'.
+              --timezone TZ                 With --cron or --calendar: compute in this IANA zone (default: the system's).
+              --dst-gap shift|skip          Times DST skips: run at the change or skip them (default: as cron/systemd).
+              --dst-repeat first|last|both  Times DST repeats: run the first, the last or both (default: as cron/systemd).
+              --jitter DUR                  Delay each fire by a random time up to DUR.
+              --fixed-jitter                With --jitter: the same delay each fire (from the machine id and job name).
+              --count N                     With --every, --cron or --calendar: stop after N runs.
+              --leeway DUR                  Let the timer fire up to DUR late so wake-ups coalesce.
+              --command STRING              Run STRING with /bin/sh -c.
+              --argv WORDS                  Run a program without a shell, given as one quoted string.
+              --webhook URL                 Send an HTTP(S) request to URL instead of running a command.
+              --method METHOD               With --webhook: GET, POST (default), PUT, PATCH, DELETE or HEAD.
+              --header HEADER               With --webhook: send HEADER, written 'Name: value' (repeatable).
+              --body TEXT                   Request body, with {job} {run} {scheduled_at} {fired_at} {meta.KEY} filled in.
+              --content-type TYPE           With --webhook: the body's Content-Type (default application/json).
+              --expect STATUSES             With --webhook: statuses that count as success, e.g. 204,200-299 (default 2xx).
+              --retries N                   With --webhook: retry a failed attempt up to N times (0-10, default 0).
+              --retry-backoff DUR           Wait DUR/2 to DUR before the first retry, doubling per retry (default 1s).
+              --redirects N                 With --webhook: follow up to N redirects (0-10, default 0: none followed).
+              --ca-file PATH                Verify https servers with this PEM CA bundle (default: the system's CAs).
+              --insecure yes|no             With --webhook: yes skips verifying the server's certificate (default no).
+              --timeout DUR                 Stop a run that takes longer than DUR.
+              --kill-grace DUR              Wait DUR between SIGTERM and SIGKILL (default 5s).
+              --overlap POLICY              When still running at a fire: skip (default), queue, allow or replace.
+              --env NAME=VALUE              Set an environment variable for the command (repeatable).
+              --meta KEY=VALUE              Attach user info, passed as TIMERD_META_KEY (repeatable).
+              --cwd PATH                    Run in directory PATH (absolute; default /).
+              --owner OWNER                 Cancel the job when its owner goes away: pid:N (when process N exits).
+              --owner-pid PID               Cancel the job when process PID exits (--owner pid:PID).
+              --tag TAG                     Label the job, to pause, resume, cancel or list by tag (repeatable).
+              --modes MODES                 Fire only in these daemon modes, comma-separated (default: default; common: every mode).
+              --on-failure URL|CMD          When the job starts failing: POST to URL, or run CMD with /bin/sh -c (any job).
+              --on-recovery URL|CMD         When the job succeeds again: POST to URL, or run CMD with /bin/sh -c (any job).
+              --socket PATH                 Talk to timerd on PATH (see 'timerctl --help').
+              -h, --help                    Show this help.
 
             """
 
@@ -170,9 +178,40 @@ struct HelpTextTests {
 
             """
 
+    static let next = """
+            Usage: timerctl next (--cron EXPR | --calendar SPEC | --every DUR) [--count N] [--timezone TZ] [--from TIME]
+                                [--dst-gap shift|skip] [--dst-repeat first|last|both] [--json]
+
+            Print the next fire times of a cron, calendar or every schedule (computed locally).
+
+            Prints the next N fire times strictly after --from (default now), one per line, as local time
+            with its UTC offset in --timezone (default: the system zone), like systemd-analyze calendar
+            --iterations=N. timerctl computes them itself, with the rules timerd uses; timerd need not
+            run. A cron job at a fixed time that a DST change skips runs at the change, a calendar spec
+            skips it; --dst-gap and --dst-repeat override that, as the job keys do.
+
+              $ timerctl next --count 2 --cron '0 9 * * 1-5' --timezone Europe/Berlin \\
+                  --from 2026-03-27T00:00:00Z
+              2026-03-27T09:00:00+01:00
+              2026-03-30T09:00:00+02:00
+
+            Options:
+              --cron EXPR                   Fire at the times of a crontab expression, e.g. '0 9 * * 1-5' or @daily.
+              --calendar SPEC               Fire at the times of a systemd calendar spec, e.g. 'Mon..Fri 09:00'.
+              --every DUR                   Times DUR apart, the first DUR after --from.
+              --count N                     Print N times (default 5, at most 10000).
+              --timezone TZ                 Compute and print in the IANA zone TZ (default: the system zone).
+              --from TIME                   Count from an RFC 3339 time, e.g. 2026-03-27T00:00:00Z (default: now).
+              --dst-gap shift|skip          Times DST skips: run at the change or skip them (default: as cron/systemd).
+              --dst-repeat first|last|both  Times DST repeats: run the first, the last or both (default: as cron/systemd).
+              --json                        Print {"timezone":…,"times":[…]}, as timerd's NEXT replies.
+              -h, --help                    Show this help.
+
+            """
+
     @Test("golden help of the verbs with tag and mode options", arguments: [
         (CLIVerb.resume, HelpTextTests.resume), (.list, HelpTextTests.list), (.mode, HelpTextTests.mode),
-        (.pause, HelpTextTests.pause), (.stats, HelpTextTests.stats),
+        (.pause, HelpTextTests.pause), (.stats, HelpTextTests.stats), (.next, HelpTextTests.next),
     ])
     func tagAndModeHelp(verb: CLIVerb, text: String) {
         #expect(HelpText.verb(verb) == text)
@@ -183,6 +222,15 @@ struct HelpTextTests {
         let text = HelpText.verb(.exec)
         for line in ["  --owner OWNER ", "  --owner-pid PID ", "  --tag TAG ", "  --modes MODES "] {
             #expect(text.contains(line), "\(line)")
+        }
+    }
+
+    @Test func execHelpHasJitterButNoWallClockSchedule() {
+        let text = HelpText.verb(.exec)
+        for line in ["  --jitter DUR ", "  --fixed-jitter "] { #expect(text.contains(line), "\(line)") }
+        for name in ["cron", "calendar", "timezone", "dst-gap", "dst-repeat"] {
+            #expect(!text.contains("--\(name)"), "\(name)")
+            #expect(!CLIVerb.exec.flags.contains { $0.name == name }, "\(name)")
         }
     }
 

@@ -27,7 +27,7 @@ struct SectionTests {
             at(1, "unknown section [jobs] (expected [daemon] or [job \"NAME\"])"),
             at(3, "the job name must be in double quotes: write [job \"hello\"]"),
             at(6, "[job] needs a name: write [job \"NAME\"]"),
-            at(6, "a schedule is required: every=DUR, in=DUR or at=TIME"),
+            at(6, "a schedule is required: every=DUR, in=DUR, at=TIME, cron=EXPR or calendar=SPEC"),
             at(6, "an action is required: command=STRING, webhook=URL or a program after --"),
             at(7, "the job name must be in double quotes: write [job \"x\"]"),
             at(10, "[daemon] takes no name: write [daemon]"),
@@ -186,9 +186,9 @@ struct SectionTests {
             """
         #expect(problems(text) == [
             at(3, "every: interval must be at least 10ms"),
-            at(8, "count applies only to every= jobs (one-shots run once)"),
+            at(8, "count applies only to repeating schedules (one-shots run once)"),
             at(12, "at: invalid time \"tomorrow\": expected a digit at position 1 (expected RFC 3339 such as 2026-11-29T16:00:00Z)"),
-            at(16, "give only one of every, in and at (got in, every)"),
+            at(16, "give only one of every, in, at, cron and calendar (got in, every)"),
             at(21, "give only one action: command=, argv=, webhook= or words after --"),
             at(26, "start applies only to every= jobs (use in= for a one-shot delay)"),
             at(27, "argv: unterminated single quote (opened at byte 1)"),
@@ -197,7 +197,7 @@ struct SectionTests {
 
     @Test func missingScheduleAndActionPointAtTheHeader() {
         #expect(problems("\n[job \"empty\"]\n\n[job \"noaction\"]\nevery = 1s\n") == [
-            at(2, "a schedule is required: every=DUR, in=DUR or at=TIME"),
+            at(2, "a schedule is required: every=DUR, in=DUR, at=TIME, cron=EXPR or calendar=SPEC"),
             at(2, "an action is required: command=STRING, webhook=URL or a program after --"),
             at(4, "an action is required: command=STRING, webhook=URL or a program after --"),
         ])

@@ -55,10 +55,48 @@ struct JobSpecTests {
             ("meta", "owner=ops"), ("meta", "1st=yes"), ("cwd", "/var/tmp"), ("owner", "pid:42"), ("tag", "t1"),
             ("tag", "t2"), ("modes", "common,maintenance")))
         // Every key in `keys` except the alternatives of schedule and action (and the webhook action's own
-        // keys, covered in WebhookTests) appears above.
+        // keys, covered in WebhookTests; the calendar keys, covered below) appears above.
         let used = Set(spec.options.map(\.key))
         #expect(Set(JobSpec.keys).subtracting(used).subtracting(Webhook.keys)
-            == ["in", "at", "command", "webhook", "on_failure", "on_recovery"])
+            == ["in", "at", "command", "webhook", "on_failure", "on_recovery", "cron", "calendar", "timezone", "dst_gap",
+                "dst_repeat", "jitter", "fixed_jitter"])
+    }
+
+    @Test("cron and calendar keys round-trip through options")
+    func calendarKeys() throws {
+        let cron = try Self.spec(opts(("cron", "0 9 * * 1-5"), ("timezone", "Europe/Berlin"), ("dst_gap", "skip"),
+                                      ("dst_repeat", "both"), ("jitter", "5m"), ("fixed_jitter", "yes"), ("command", "x")))
+        #expect(cron.schedule == .cron(try CronExpression.parse("0 9 * * 1-5")))
+        #expect(cron.timezone == "Europe/Berlin")
+        #expect(cron.dstGap == .skip && cron.dstRepeat == .both)
+        #expect(cron.jitter == .seconds(300) && cron.fixedJitter)
+        #expect(try Self.spec(cron.options) == cron)
+        // A zone at the end of the spec is the job's zone and is written back only there.
+        let calendar = try Self.spec(opts(("calendar", "Sat,Sun 10:00 Europe/Berlin"), ("command", "x")))
+        #expect(calendar.timezone == "Europe/Berlin")
+        #expect(calendar.options == opts(("calendar", "Sat,Sun 10:00 Europe/Berlin"), ("command", "x")))
+        #expect(try Self.spec(calendar.options) == calendar)
+        expectError(.badArgument, key: "timezone", mentions: ["contradicts"]) {
+            try Self.spec(opts(("calendar", "daily Europe/Berlin"), ("timezone", "UTC"), ("command", "x")))
+        }
+        for key in ["timezone", "dst_gap", "dst_repeat"] {
+            expectError(.badArgument, key: key, mentions: ["applies only to cron= and calendar= jobs"]) {
+                try Self.spec(opts(("every", "1s"), (key, Self.sampleValue[key]!), ("command", "x")))
+            }
+        }
+        expectError(.badArgument, key: "timezone", mentions: ["invalid time zone name"]) {
+            try Self.spec(opts(("cron", "@daily"), ("timezone", "../../etc/passwd"), ("command", "x")))
+        }
+        expectError(.badArgument, key: "dst_gap", mentions: ["shift or skip"]) {
+            try Self.spec(opts(("cron", "@daily"), ("dst_gap", "later"), ("command", "x")))
+        }
+        expectError(.badArgument, key: "fixed_jitter", mentions: ["only with jitter"]) {
+            try Self.spec(opts(("cron", "@daily"), ("fixed_jitter", "yes"), ("command", "x")))
+        }
+        expectError(.badArgument, key: "count", mentions: ["only to repeating"]) {
+            try Self.spec(opts(("cron", "@reboot"), ("count", "2"), ("command", "x")))
+        }
+        #expect(try Self.spec(opts(("calendar", "hourly"), ("count", "2"), ("command", "x"))).count == 2)
     }
 
     @Test("schedules", arguments: [
@@ -219,7 +257,7 @@ struct JobSpecTests {
         // Schedule.
         ([], nil, .missingArgument, nil, "schedule is required"),
         (opts(("command", "true")), nil, .missingArgument, nil, "schedule is required"),
-        (opts(("every", "1s"), ("in", "1s"), ("command", "x")), nil, .badArgument, "in", "only one of every, in and at"),
+        (opts(("every", "1s"), ("in", "1s"), ("command", "x")), nil, .badArgument, "in", "only one of every, in, at, cron and calendar"),
         (opts(("in", "1s"), ("every", "1s"), ("command", "x")), nil, .badArgument, "every", "got in, every"),
         (opts(("at", "2026-01-01T00:00:00Z"), ("in", "1s"), ("command", "x")), nil, .badArgument, "in", "only one"),
         (opts(("every", "1s"), ("at", "2026-01-01T00:00:00Z"), ("command", "x")), nil, .badArgument, "at", "only one"),
@@ -237,8 +275,8 @@ struct JobSpecTests {
         (opts(("at", "2026-01-01T00:00:00Z"), ("start", "1s"), ("command", "x")), nil, .badArgument, "start", "only to every="),
         (opts(("start", "1s"), ("command", "x")), nil, .badArgument, "start", "only to every="),
         // Count.
-        (opts(("in", "1s"), ("count", "3"), ("command", "x")), nil, .badArgument, "count", "only to every="),
-        (opts(("at", "2026-01-01T00:00:00Z"), ("count", "1"), ("command", "x")), nil, .badArgument, "count", "only to every="),
+        (opts(("in", "1s"), ("count", "3"), ("command", "x")), nil, .badArgument, "count", "only to repeating schedules"),
+        (opts(("at", "2026-01-01T00:00:00Z"), ("count", "1"), ("command", "x")), nil, .badArgument, "count", "only to repeating schedules"),
         // Action.
         (opts(("every", "1s")), nil, .missingArgument, nil, "action is required"),
         (opts(("every", "1s"), ("command", "")), nil, .badArgument, "command", "command is empty"),
@@ -321,6 +359,8 @@ struct JobSpecTests {
         "owner": "pid:42", "modes": "common", "webhook": "http://127.0.0.1/", "method": "PUT", "body": "x",
         "content_type": "text/plain", "expect": "2xx", "retries": "1", "retry_backoff": "1s", "redirects": "1",
         "ca_file": "/etc/ssl/ca.pem", "insecure": "no", "on_failure": "true", "on_recovery": "true",
+        "cron": "* * * * *", "calendar": "daily", "timezone": "UTC", "dst_gap": "skip", "dst_repeat": "both",
+        "jitter": "1s", "fixed_jitter": "yes",
     ]
 
     @Test("non-repeatable keys given twice", arguments: singleKeys)
@@ -338,7 +378,8 @@ struct JobSpecTests {
     @Test("keys and repeatable keys")
     func keyLists() {
         #expect(JobSpec.keys == [
-            "every", "start", "in", "at", "count", "leeway", "command", "argv", "webhook", "method", "header", "body",
+            "every", "start", "in", "at", "cron", "calendar", "timezone", "dst_gap", "dst_repeat", "jitter",
+            "fixed_jitter", "count", "leeway", "command", "argv", "webhook", "method", "header", "body",
             "content_type", "expect", "retries", "retry_backoff", "redirects", "ca_file", "insecure", "timeout",
             "kill_grace", "overlap", "env", "meta", "cwd", "owner", "tag", "modes", "on_failure", "on_recovery",
         ])

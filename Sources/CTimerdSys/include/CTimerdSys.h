@@ -102,6 +102,15 @@ int tsys_epoll_wait(int epfd, unsigned long long *ids, unsigned *events, int max
 /// eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK). Returns the fd or -1.
 int tsys_eventfd(void);
 
+/// A CLOCK_REALTIME timerfd (TFD_CLOEXEC | TFD_NONBLOCK) armed for the far future with
+/// TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, so it becomes readable when the wall clock is set (or
+/// stepped, or the system resumes). Returns the fd or -1.
+int tsys_clock_change_fd(void);
+
+/// After the fd became readable: drains it and re-arms it. Returns 1 when the clock was set (read failed
+/// with ECANCELED), 0 when nothing happened, -1 on another error (errno set).
+int tsys_clock_change_acknowledge(int fd);
+
 #ifdef __cplusplus
 }
 #endif
