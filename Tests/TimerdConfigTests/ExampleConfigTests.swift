@@ -71,8 +71,17 @@ struct ExampleConfigTests {
                 uncommented.append(String(line))
             }
         }
-        let config = try ConfigLoader.parse(uncommented.joined(separator: "\n"), path: Self.path)
-        #expect(config.jobs.count >= 7)
+        // The zones the examples name, from the machine's tz database.
+        var zones: [String: [UInt8]] = [:]
+        for zone in ["Europe/Berlin", "UTC"] {
+            let path = "/usr/share/zoneinfo/" + zone
+            zones[path] = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        }
+        let config = try ConfigLoader.parse(uncommented.joined(separator: "\n"), path: Self.path,
+                                            fileSystem: InMemoryConfigFileSystem(bytes: zones))
+        #expect(config.jobs.count >= 9)
+        #expect(config.jobs.contains { if case .cron = $0.spec.schedule { true } else { false } })
+        #expect(config.jobs.contains { $0.spec.timezone == "Europe/Berlin" && $0.spec.jitter == .seconds(300) })
         #expect(config.jobs.contains { $0.spec.schedule == .after(delay: .seconds(30)) })
         #expect(config.jobs.contains { if case .at = $0.spec.schedule { true } else { false } })
         #expect(config.jobs.contains { $0.spec.count == 3 })
