@@ -205,7 +205,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         switch self {
         case .cancel, .pause, .resume: "With --tag: print the reply as JSON."
         case .watch: "Print each event as the JSON line timerd sends."
-        case .next: "Print {\"timezone\":…,\"times\":[…]}, as timerd's NEXT replies."
+        case .next: "Print {\"times\":[…],\"timezone\":…}, as timerd's NEXT replies."
         default: Flag.json.help
         }
     }

@@ -204,7 +204,7 @@ struct HelpTextTests {
               --from TIME                   Count from an RFC 3339 time, e.g. 2026-03-27T00:00:00Z (default: now).
               --dst-gap shift|skip          Times DST skips: run at the change or skip them (default: as cron/systemd).
               --dst-repeat first|last|both  Times DST repeats: run the first, the last or both (default: as cron/systemd).
-              --json                        Print {"timezone":…,"times":[…]}, as timerd's NEXT replies.
+              --json                        Print {"times":[…],"timezone":…}, as timerd's NEXT replies.
               -h, --help                    Show this help.
 
             """

@@ -167,3 +167,22 @@ import TimerdSystem
         #expect(throws: Errno.noSuchProcess) { try ProcessControl.openPidfd(Int32.max - 1) }
     }
 }
+
+/// The clock-change descriptor: armed, quiet while nobody sets the clock (tests never set it; the re-arm
+/// path it triggers is driven by the daemon's test clock in the integration tests).
+@Suite struct ClockChangeTests {
+    @Test func aFreshDescriptorReportsNoChange() throws {
+        let fd = try ClockChange.makeDescriptor()
+        defer { try? fd.close() }
+        #expect(try fd.isNonBlocking())
+        #expect(try ClockChange.acknowledge(fd) == false)
+        #expect(try ClockChange.acknowledge(fd) == false)
+    }
+
+    @Test func theSystemZoneIsAZone() {
+        let zone = SystemTimeZones.systemZone()
+        #expect(!zone.name.isEmpty)
+        #expect((try? SystemTimeZones.zone(named: "Europe/Berlin"))?.name == "Europe/Berlin")
+        #expect(throws: (any Error).self) { try SystemTimeZones.zone(named: "Nowhere/Atlantis") }
+    }
+}
