@@ -4,7 +4,8 @@
 SWIFT        ?= swift
 # openssl and python3: the webhook tests' throwaway CA and HTTP(S) server. tzdata: the zones of cron
 # and calendar jobs. python3-venv: the test oracles' virtual environment (croniter, from PyPI).
-APT_PACKAGES := libsystemd-dev libcurl4-openssl-dev pkg-config systemd openssl python3 python3-venv tzdata
+# libsqlite3-dev: the durable state store (state.db).
+APT_PACKAGES := libsystemd-dev libcurl4-openssl-dev libsqlite3-dev pkg-config systemd openssl python3 python3-venv tzdata
 # The cron tests compare timerd with croniter (an independent implementation) in this venv.
 ORACLE_VENV  := $(CURDIR)/.build/oracle-venv
 CRONITER     := croniter==7.0.0
@@ -33,7 +34,7 @@ CONFDIR      := /etc/timerd
 INSTALL      ?= install
 DOCS         := README.md $(sort $(wildcard docs/*.md))
 
-.PHONY: all deps oracle-deps bench-deps build run test test-install bench check-config install uninstall clean help
+.PHONY: all deps oracle-deps bench-deps build run test test-install bench bench-state check-config install uninstall clean help
 
 all: build
 
@@ -48,6 +49,7 @@ help:
 	@echo "make test-install  build, then check install/uninstall into a temporary DESTDIR"
 	@echo "make bench         benchmarks (about 12 minutes): lateness vs systemd timers, 100,000 jobs,"
 	@echo "                   runs/s, idle cost; report and plot in bench/results/ (docs/performance.md)"
+	@echo "make bench-state   durability: cost per durable ADD, lateness while writing, kill -9 loop"
 	@echo "make clean         remove build products and the run/ directory"
 
 # Install only what is missing; `apt-get update` only when something is.
@@ -86,7 +88,7 @@ run: build
 	@echo "    export TIMERD_SOCKET=$(SOCKET)"
 	@echo "    $(CURDIR)/.build/release/timerctl list"
 	@echo
-	@exec .build/release/timerd --config config/timerd.conf --socket $(SOCKET)
+	@exec .build/release/timerd --config config/timerd.conf --socket $(SOCKET) --state-dir $(RUN_DIR)/state
 
 check-config: build
 	.build/release/timerd --check-config --config config/timerd.conf
@@ -100,6 +102,11 @@ test: deps oracle-deps
 bench: bench-deps build
 	$(SWIFT) build $(RELEASE_FLAGS) --product timerd-bench
 	bash bench/run.sh
+
+# Durability: the cost of an ADD made durable (disk vs tmpfs), timer lateness while ADDs are written, and
+# kill -9 in a loop (BENCH_KILL_CYCLES, default 200). A few minutes; see docs/performance.md.
+bench-state: build
+	python3 bench/durability.py $(CURDIR)/.build/release/timerd $(CURDIR)/bench/results/state $${BENCH_KILL_CYCLES:-200}
 
 # Installs into a temporary DESTDIR and checks files, modes, units, man pages, completion, uninstall.
 test-install: build

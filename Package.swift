@@ -20,13 +20,17 @@ let package = Package(
         // Typed wrappers over Glibc: descriptors, Unix sockets, spawn, signals.
         .target(name: "TimerdSystem", dependencies: ["TimerdCore", "CTimerdSys"]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
+        // SQLite, for the durable state store.
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // Durable state: runtime jobs, fire bookkeeping and run history in <state dir>/state.db.
+        .target(name: "TimerdStore", dependencies: ["TimerdCore", "CSQLite"]),
         // Webhooks: libcurl (headers from Debian's libcurl4-openssl-dev), loaded with dlopen on the first
         // webhook; typed wrappers for its variadic calls.
         .target(name: "CTimerdCurl"),
         // The running service: registry, timers, control server, command runner.
         .target(
             name: "TimerdDaemon",
-            dependencies: ["TimerdCore", "TimerdProtocol", "TimerdConfig", "TimerdSystem", "CSystemd", "CTimerdCurl"]
+            dependencies: ["TimerdCore", "TimerdProtocol", "TimerdConfig", "TimerdSystem", "TimerdStore", "CSystemd", "CTimerdCurl"]
         ),
         // timerctl: verbs, flags, output, exit codes.
         .target(name: "TimerdCLI", dependencies: ["TimerdCore", "TimerdProtocol", "TimerdSystem"]),
@@ -40,7 +44,8 @@ let package = Package(
         .testTarget(name: "TimerdSystemTests", dependencies: ["TimerdSystem"]),
         .testTarget(name: "TimerdCLITests", dependencies: ["TimerdCLI"]),
         .testTarget(name: "TimerdDaemonTests", dependencies: ["TimerdDaemon"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["TimerdProtocol", "TimerdSystem"], exclude: ["webhook_server.py"]),
+        .testTarget(name: "TimerdStoreTests", dependencies: ["TimerdStore"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["TimerdProtocol", "TimerdSystem", "TimerdStore"], exclude: ["webhook_server.py"]),
         .testTarget(name: "SystemdTests", dependencies: []),
     ],
     swiftLanguageModes: [.v6]

@@ -2,8 +2,8 @@
 #
 # Installed as $(PREFIX)/share/bash-completion/completions/timerctl, where bash-completion loads it
 # on first use; or source it from ~/.bashrc. Completes verbs, global and per-verb flags, overlap
-# policies, webhook methods, DST rules, time zones (from the tz database's zone.tab), owners (pid:),
-# and job names, tags and modes from the running daemon
+# and misfire policies, webhook methods, DST rules, time zones (from the tz database's zone.tab),
+# owners (pid:), and job names, tags and modes from the running daemon
 # (`timerctl --json list`, honouring a --socket already on the command line; nothing if the daemon
 # cannot be reached). Needs no bash-completion helpers and no jq.
 #
@@ -52,17 +52,18 @@ _timerctl_zones() {
 }
 
 _timerctl() {
-    local verbs="add exec cancel pause resume run list show reload mode stats watch next ping version help"
+    local verbs="add exec cancel pause resume run list show history reload mode stats watch next ping version help"
     local owner_flags="--owner --owner-pid --tag --modes"
     local webhook_flags="--webhook --method --header --body --content-type --expect --retries --retry-backoff --redirects --ca-file --insecure"
     local notify_flags="--on-failure --on-recovery"
     local calendar_flags="--cron --calendar --timezone --dst-gap --dst-repeat"
-    local job_flags="--every --start --in --at $calendar_flags --jitter --fixed-jitter --count --leeway --command --argv $webhook_flags --timeout --kill-grace --overlap --env --meta --cwd $owner_flags $notify_flags"
-    local exec_flags="--start --interval --repeats --async --jitter --fixed-jitter --count --leeway --command --argv $webhook_flags --timeout --kill-grace --env --meta --cwd $owner_flags $notify_flags"
+    local misfire_flags="--misfire --misfire-grace"
+    local job_flags="--every --start --in --at $calendar_flags --jitter --fixed-jitter $misfire_flags --count --leeway --command --argv $webhook_flags --timeout --kill-grace --overlap --env --meta --cwd $owner_flags $notify_flags --history-limit"
+    local exec_flags="--start --interval --repeats --async --jitter --fixed-jitter $misfire_flags --count --leeway --command --argv $webhook_flags --timeout --kill-grace --env --meta --cwd $owner_flags $notify_flags --history-limit"
     local resume_flags="--now --after"
     local next_flags="--cron --calendar --every --count --timezone --from --dst-gap --dst-repeat"
     # Flags that take a value (as the next word or after "=").
-    local value_flags=" --socket --every --start --in --at --cron --calendar --timezone --dst-gap --dst-repeat --jitter --from --count --leeway --command --argv --timeout --kill-grace --overlap --env --meta --cwd --owner --owner-pid --tag --modes --interval --after $webhook_flags $notify_flags "
+    local value_flags=" --socket --every --start --in --at --cron --calendar --timezone --dst-gap --dst-repeat --jitter --from --count --leeway --command --argv --timeout --kill-grace --overlap --env --meta --cwd --owner --owner-pid --tag --modes --interval --after $webhook_flags $notify_flags $misfire_flags --history-limit --limit "
 
     # COMP_WORDS splits "--flag=value" at "=" (COMP_WORDBREAKS): glue those pieces back together.
     local -a words=()
@@ -127,6 +128,8 @@ _timerctl() {
         case $flag in
             --overlap)
                 mapfile -t COMPREPLY < <(compgen -P "$prefix" -W "skip queue allow replace" -- "$value") ;;
+            --misfire)
+                mapfile -t COMPREPLY < <(compgen -P "$prefix" -W "skip once all" -- "$value") ;;
             --method)
                 mapfile -t COMPREPLY < <(compgen -P "$prefix" -W "GET POST PUT PATCH DELETE HEAD" -- "$value") ;;
             --insecure)
@@ -200,6 +203,7 @@ _timerctl() {
                 # One job name or one --tag, or neither.
                 [[ -z $tagged && ${#given[@]} -eq 0 ]] && flags+=" --tag"
                 flags+=" --json" ;;
+            history) flags+=" --limit --json" ;;
             run | show | reload | mode | stats | version) flags+=" --json" ;;
         esac
         mapfile -t COMPREPLY < <(compgen -W "$flags" -- "$cur")
@@ -213,8 +217,8 @@ _timerctl() {
             # The modes the jobs name ("common" is not a mode to switch to).
             ((${#given[@]} == 0)) &&
                 mapfile -t COMPREPLY < <(compgen -W "$(_timerctl_job_values "$prog" "$socket" modes default | grep -vx common)" -- "$cur") ;;
-        run | show | watch | cancel | pause | resume)
-            if [[ ($verb == run || $verb == show || $verb == watch) && ${#given[@]} -gt 0 ]]; then
+        run | show | history | watch | cancel | pause | resume)
+            if [[ ($verb == run || $verb == show || $verb == history || $verb == watch) && ${#given[@]} -gt 0 ]]; then
                 return 0
             fi
             # Names or --tag, not both.

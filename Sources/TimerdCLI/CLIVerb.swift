@@ -3,7 +3,7 @@ import TimerdProtocol
 
 /// The verbs of `timerctl`, with everything help and the parser need to know about each.
 package enum CLIVerb: String, CaseIterable, Sendable {
-    case add, exec, cancel, pause, resume, run, list, show, reload, mode, stats, watch, next, ping, version, help
+    case add, exec, cancel, pause, resume, run, list, show, history, reload, mode, stats, watch, next, ping, version, help
 
     /// How many job names (positional words) a verb takes.
     package enum Names: Sendable {
@@ -28,6 +28,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .run: .run
         case .list: .list
         case .show: .show
+        case .history: .history
         case .reload: .reload
         case .mode: .mode
         case .stats: .stats
@@ -50,6 +51,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .run: "Run a job once now, outside its schedule."
         case .list: "List the jobs with their state, next fire and last run."
         case .show: "Show one job in detail, with its last run and output."
+        case .history: "Show a job's finished runs, newest first: when, how long, with what result."
         case .reload: "Re-read the config files and apply the changes."
         case .mode: "Show or switch the daemon's mode (jobs not in it hold their fires)."
         case .stats: "Show the daemon's counters: jobs, runs, lateness percentiles, requests, memory, uptime."
@@ -80,6 +82,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .run: ["run NAME [--json]"]
         case .list: ["list [--tag TAG] [--json]"]
         case .show: ["show NAME [--json]"]
+        case .history: ["history NAME [--limit N] [--json]"]
         case .reload: ["reload [--json]"]
         case .mode: ["mode [NAME] [--json]"]
         case .stats: ["stats [--json]"]
@@ -123,6 +126,13 @@ package enum CLIVerb: String, CaseIterable, Sendable {
             [
                 "NEXT and LAST are relative to now; RESULT is the last run's result (exit code or signal),",
                 "or held while a fire waits for a mode the job runs in (see 'timerctl mode').",
+            ]
+        case .history:
+            [
+                "timerd keeps each job's last runs (--history-limit, default \(Limits.defaultHistoryLimit)) in its state database,",
+                "across restarts. SCHEDULED is when the fire was due (manual: started by 'timerctl run'),",
+                "STARTED when the run began, both local times (with the date when not today); LATE is how",
+                "long after SCHEDULED it started. RESULT shows a non-zero exit code or a webhook's HTTP status.",
             ]
         case .reload: ["Prints what changed. Jobs added at run time are not touched."]
         case .mode:
@@ -171,7 +181,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
 
     package var names: Names {
         switch self {
-        case .add, .run, .show: .one
+        case .add, .run, .show, .history: .one
         case .cancel, .pause, .resume: .oneOrMore
         case .exec, .list, .reload, .stats, .next, .ping, .version: .none
         case .mode: .optionalOne
@@ -184,7 +194,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
     package var selectsByTag: Bool {
         switch self {
         case .cancel, .pause, .resume, .list, .watch: true
-        case .add, .exec, .run, .show, .reload, .mode, .stats, .next, .ping, .version, .help: false
+        case .add, .exec, .run, .show, .history, .reload, .mode, .stats, .next, .ping, .version, .help: false
         }
     }
 
@@ -194,7 +204,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
     /// True when `--json` changes what the verb prints (listed in its help).
     package var hasJSONOutput: Bool {
         switch self {
-        case .exec, .run, .list, .show, .reload, .mode, .stats, .watch, .next, .version: true
+        case .exec, .run, .list, .show, .history, .reload, .mode, .stats, .watch, .next, .version: true
         case .cancel, .pause, .resume: true  // with --tag
         case .add, .ping, .help: false
         }
@@ -206,6 +216,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .cancel, .pause, .resume: "With --tag: print the reply as JSON."
         case .watch: "Print each event as the JSON line timerd sends."
         case .next: "Print {\"times\":[…],\"timezone\":…}, as timerd's NEXT replies."
+        case .history: "Print the runs as the JSON array timerd sends."
         default: Flag.json.help
         }
     }
@@ -246,6 +257,12 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .pause: return [Flag.tag("Pause every job tagged TAG instead of named ones.")]
         case .list: return [Flag.tag("List only the jobs tagged TAG.")]
         case .watch: return [Flag.tag("Watch only the jobs tagged TAG.")]
+        case .history:
+            return [
+                Flag(
+                    name: "limit", key: "limit", kind: .value(placeholder: "N"),
+                    help: "Show the newest N runs (default \(Flag.defaultHistoryLines), at most \(Limits.maximumHistoryLimit))."),
+            ]
         case .next:
             return [
                 Flag(jobKey: "cron"),

@@ -74,6 +74,10 @@ package struct Flag: Sendable, Equatable {
         "dst_repeat": ("first|last|both", "Times DST repeats: run the first, the last or both (default: as cron/systemd)."),
         "jitter": ("DUR", "Delay each fire by a random time up to DUR."),
         "fixed_jitter": ("", "With --jitter: the same delay each fire (from the machine id and job name)."),
+        // Missed fires and run history (docs/state.md).
+        "misfire": ("skip|once|all", "Fires missed while timerd was down or handled late: skip (default), run the latest once, or all."),
+        "misfire_grace": ("DUR", "A fire at most DUR late still runs; later it counts as missed (default \(DurationText.format(Limits.defaultMisfireGrace)))."),
+        "history_limit": ("N", "Keep the last N finished runs for 'timerctl history' (0-\(Limits.maximumHistoryLimit), default \(Limits.defaultHistoryLimit))."),
         "count": ("N", "With --every, --cron or --calendar: stop after N runs."),
         "leeway": ("DUR", "Let the timer fire up to DUR late so wake-ups coalesce."),
         "command": ("STRING", "Run STRING with /bin/sh -c."),
@@ -112,6 +116,9 @@ package struct Flag: Sendable, Equatable {
     static func tag(_ help: String) -> Flag {
         Flag(name: "tag", key: "tag", kind: .value(placeholder: "TAG"), help: help)
     }
+
+    /// How many runs `history` shows without `--limit`: timerd's default for `HISTORY`'s `limit=`.
+    static let defaultHistoryLines = 20
 
     /// `--json`, accepted by every verb (shown in help only where it changes the output).
     static let json = Flag(name: "json", key: "", kind: .option(value: ""), help: "Print the reply as JSON.")

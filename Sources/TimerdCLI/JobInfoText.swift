@@ -16,15 +16,23 @@ package enum JobInfoText {
                 resultSummary(job),
             ])
         }
-        var widths = [Int](repeating: 0, count: rows[0].count)
+        return columns(rows).joined(separator: "\n") + "\n"
+    }
+
+    /// Rows as aligned lines: cells two spaces apart, each column padded to its widest cell, the last
+    /// column not padded (no trailing spaces).
+    static func columns(_ rows: [[String]]) -> [String] {
+        var widths: [Int] = []
         for row in rows {
-            for (column, cell) in row.enumerated() { widths[column] = max(widths[column], cell.count) }
+            for (column, cell) in row.enumerated() {
+                if column < widths.count { widths[column] = max(widths[column], cell.count) } else { widths.append(cell.count) }
+            }
         }
         return rows.map { row in
             row.enumerated().map { column, cell in
                 column == row.count - 1 ? cell : HelpText.pad(cell, widths[column])
             }.joined(separator: "  ")
-        }.joined(separator: "\n") + "\n"
+        }
     }
 
     /// RESULT: `running` while the last started run goes on, else `held` while a fire waits for a mode
@@ -37,9 +45,10 @@ package enum JobInfoText {
         return summary(result, job, exitCodeLabel: "")
     }
 
-    /// The `show` block: one `label: value` line per field, the last run as an indented group and the
-    /// last output indented under its label. `owner`, `tags` and `modes` are shown only when set (modes:
-    /// other than `default`), `held since` only while a fire is held.
+    /// The `show` block: one `label: value` line per field, the last run as an indented group, the recent
+    /// runs from the history (when timerd sent any) one per line, and the last output indented under its
+    /// label. `owner`, `tags` and `modes` are shown only when set (modes: other than `default`), `held
+    /// since` only while a fire is held.
     package static func detail(_ job: JobInfo, now: WallTime) -> String {
         var lines: [String] = []
         func add(_ label: String, _ value: String) { lines.append(HelpText.pad(label + ":", 13) + value) }
@@ -103,6 +112,14 @@ package enum JobInfoText {
             }
         } else {
             add("last run", "never")
+        }
+
+        if let recent = job.recent_runs, !recent.isEmpty {
+            lines.append("recent runs:")
+            lines += columns(recent.map { run in
+                ["#\(run.run)", TimeText.relative(run.started_at, now: now), HistoryText.duration(run),
+                 HistoryText.resultSummary(run, exitCodeLabel: "exit code ")]
+            }).map { "  " + $0 }
         }
 
         if let output = job.last_output {

@@ -1,5 +1,6 @@
 import TimerdCore
 import TimerdProtocol
+import TimerdSystem
 
 /// What timerctl prints for one outcome, and the status it exits with.
 package struct Rendered: Equatable, Sendable {
@@ -14,14 +15,14 @@ package struct Rendered: Equatable, Sendable {
     }
 }
 
-/// Turns timerd's reply into timerctl's output. Pure: "now" is passed in.
+/// Turns timerd's reply into timerctl's output. Pure: "now" and the local zone are passed in.
 ///
 /// `ERR` → `timerctl: <message> (<code>)` on stderr, status 1. `OK` → per verb: nothing for add, cancel,
 /// pause and resume (with `--tag`: the jobs acted on, one per line, or a note on stderr when there were
 /// none); `pong`; the generated name (exec); the run status (run); the table (list); the block (show);
-/// a summary line (reload); the mode and its held or released jobs (mode); the counters block
-/// (stats); the daemon's version line (version); one fire time per line (next, computed by timerctl
-/// itself and rendered as if timerd had replied). With `--json` the payload is printed as received, one
+/// the runs table (history); a summary line (reload); the mode and its held or released jobs (mode);
+/// the counters block (stats); the daemon's version line (version); one fire time per line (next,
+/// computed by timerctl itself and rendered as if timerd had replied). With `--json` the payload is printed as received, one
 /// line. A payload that does not decode is printed raw.
 package enum ReplyFormatter {
     /// timerctl's own version, shown by `version`.
@@ -29,7 +30,10 @@ package enum ReplyFormatter {
     /// The protocol version timerctl speaks.
     package static let protocolVersion = 1
 
-    package static func render(_ reply: Reply, for command: Command, now: WallTime) -> Rendered {
+    /// `localZone` gives the zone `history` prints its times in (asked for only by `history`).
+    package static func render(
+        _ reply: Reply, for command: Command, now: WallTime, localZone: () -> ZoneRules = { SystemTimeZones.systemZone() }
+    ) -> Rendered {
         switch reply {
         case .err(let code, let message):
             let text = message.isEmpty ? "timerctl: \(code)\n" : "timerctl: \(message) (\(code))\n"
@@ -40,14 +44,14 @@ package enum ReplyFormatter {
             {
                 return Rendered(stderr: "timerctl: no jobs with tag \(tag)\n")
             }
-            return Rendered(stdout: success(payload, for: command, now: now))
+            return Rendered(stdout: success(payload, for: command, now: now, localZone: localZone))
         }
     }
 
     /// The line `version` prints before asking the daemon.
     package static var clientVersionLine: String { "timerctl \(clientVersion) (protocol \(protocolVersion))\n" }
 
-    private static func success(_ payload: String?, for command: Command, now: WallTime) -> String {
+    private static func success(_ payload: String?, for command: Command, now: WallTime, localZone: () -> ZoneRules) -> String {
         if command.verb == .ping { return "pong\n" }
         guard let payload else { return "" }
         if command.output == .json {
@@ -62,6 +66,8 @@ package enum ReplyFormatter {
         case .run: text = (try? Payload.decode(RunReply.self, from: payload)).map { $0.status + "\n" }
         case .list: text = (try? Payload.decode([JobInfo].self, from: payload)).map { JobInfoText.table($0, now: now) }
         case .show: text = (try? Payload.decode(JobInfo.self, from: payload)).map { JobInfoText.detail($0, now: now) }
+        case .history:
+            text = (try? Payload.decode([RunRecord].self, from: payload)).map { HistoryText.table($0, now: now, zone: localZone()) }
         case .reload: text = (try? Payload.decode(ReloadReply.self, from: payload)).map { reloadSummary($0) + "\n" }
         case .version: text = (try? Payload.decode(VersionReply.self, from: payload)).map { "timerd \($0.version) (protocol \($0.protocol))\n" }
         case .mode: text = (try? Payload.decode(ModeInfo.self, from: payload)).map { modeText($0, now: now) }

@@ -19,7 +19,7 @@ package enum Timerctl {
         package var stream: (Request, String, (String) -> Bool) throws(ClientError) -> Reply
         /// Writes a streamed line to stdout; false when stdout is gone (e.g. a closed pipe).
         package var writeLine: (String) -> Bool
-        /// The zone `next` computes in when given no `--timezone`.
+        /// The zone `next` computes in when given no `--timezone`, and `history` prints its times in.
         package var systemZone: () -> ZoneRules
 
         /// Without `stream`, a streaming request gets its reply from `send` and no events; without
@@ -109,7 +109,7 @@ package enum Timerctl {
                 context.stderr(error.message)
                 return ExitStatus.unreachable
             }
-            let rendered = ReplyFormatter.render(reply, for: command, now: context.now())
+            let rendered = ReplyFormatter.render(reply, for: command, now: context.now(), localZone: context.systemZone)
             if !rendered.stdout.isEmpty { context.stdout(rendered.stdout) }
             if !rendered.stderr.isEmpty { context.stderr(rendered.stderr) }
             return rendered.status

@@ -35,3 +35,15 @@ public enum Jitter {
         return .nanoseconds(Int64(hash % (span + 1)))
     }
 }
+
+/// What a job does with fires it missed: while timerd was not running, or handled later than its
+/// `misfire_grace` (`misfire=`).
+public enum MisfirePolicy: String, Equatable, Sendable, CaseIterable {
+    /// Do not run them; log and count them as skipped (the default, like a systemd timer without
+    /// `Persistent=`).
+    case skip
+    /// Run once for all of them, as soon as possible (systemd's `Persistent=yes`, anacron).
+    case once
+    /// Run once for each of them, in order, one after the other (at most `Limits.maximumReplays`).
+    case all
+}

@@ -56,6 +56,13 @@ public struct JobSpec: Equatable, Sendable {
     /// The delay is the same for every fire, derived from the machine id and the job's name
     /// (`fixed_jitter=yes`, like systemd's `FixedRandomDelay=`).
     public var fixedJitter: Bool
+    /// What happens to fires that were missed: while timerd was down, or handled later than
+    /// `misfireGrace` (`misfire=`).
+    public var misfire: MisfirePolicy
+    /// A fire handled at most this late still runs as scheduled (`misfire_grace=`).
+    public var misfireGrace: Duration
+    /// How many finished runs of this job the state store keeps (`history_limit=`).
+    public var historyLimit: Int
     /// Stop after this many scheduled runs (`every` jobs only; one-shots run once).
     public var count: Int?
     /// How late the timer may fire to let the kernel coalesce wake-ups.
@@ -87,9 +94,13 @@ public struct JobSpec: Equatable, Sendable {
         env: [KeyValue] = [], meta: [KeyValue] = [], cwd: String? = nil, owner: Owner? = nil, tags: [String] = [],
         modes: [String] = [Mode.defaultName], onFailure: NotifyTarget? = nil, onRecovery: NotifyTarget? = nil,
         timezone: String? = nil, dstGap: DSTGap? = nil, dstRepeat: DSTRepeat? = nil, jitter: Duration = .zero,
-        fixedJitter: Bool = false
+        fixedJitter: Bool = false, misfire: MisfirePolicy = .skip, misfireGrace: Duration = Limits.defaultMisfireGrace,
+        historyLimit: Int = Limits.defaultHistoryLimit
     ) {
         self.name = name
+        self.misfire = misfire
+        self.misfireGrace = misfireGrace
+        self.historyLimit = historyLimit
         self.timezone = timezone
         self.dstGap = dstGap
         self.dstRepeat = dstRepeat
@@ -116,9 +127,10 @@ public struct JobSpec: Equatable, Sendable {
     /// protocol options and (as `--kebab-case`) `timerctl` flags.
     public static let keys = [
         "every", "start", "in", "at", "cron", "calendar", "timezone", "dst_gap", "dst_repeat", "jitter",
-        "fixed_jitter", "count", "leeway", "command", "argv", "webhook", "method", "header", "body",
+        "fixed_jitter", "misfire", "misfire_grace", "count", "leeway", "command", "argv", "webhook", "method", "header", "body",
         "content_type", "expect", "retries", "retry_backoff", "redirects", "ca_file", "insecure", "timeout",
         "kill_grace", "overlap", "env", "meta", "cwd", "owner", "tag", "modes", "on_failure", "on_recovery",
+        "history_limit",
     ]
     /// Keys that may be given more than once.
     public static let repeatableKeys: Set<String> = ["env", "meta", "tag", "header"]
@@ -206,6 +218,26 @@ public struct JobSpec: Equatable, Sendable {
             }
         }
 
+        var misfire = MisfirePolicy.skip
+        if let text = single["misfire"] {
+            guard let value = MisfirePolicy(rawValue: text) else {
+                throw TimerdError(.badArgument, "misfire: expected skip, once or all, got \"\(text)\"", key: "misfire")
+            }
+            misfire = value
+        }
+        let misfireGrace = try duration("misfire_grace") ?? Limits.defaultMisfireGrace
+        // Normal lateness is well under a millisecond; a grace near it would count healthy fires as missed.
+        guard misfireGrace >= Limits.minimumMisfireGrace else {
+            throw TimerdError(.badArgument, "misfire_grace must be at least \(DurationText.format(Limits.minimumMisfireGrace))", key: "misfire_grace")
+        }
+        var historyLimit = Limits.defaultHistoryLimit
+        if let text = single["history_limit"] {
+            guard text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let value = Int(text), (0...Limits.maximumHistoryLimit).contains(value) else {
+                throw TimerdError(.badArgument, "history_limit: expected a whole number from 0 to \(Limits.maximumHistoryLimit), got \"\(text)\"", key: "history_limit")
+            }
+            historyLimit = value
+        }
+
         var count: Int?
         if let text = single["count"] {
             guard text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let value = Int(text), value >= 1 else {
@@ -271,7 +303,8 @@ public struct JobSpec: Equatable, Sendable {
             tags: tags, modes: try single["modes"].map(Mode.parseList) ?? [Mode.defaultName],
             onFailure: try single["on_failure"].map { text throws(TimerdError) in try NotifyTarget.parse(text, key: "on_failure") },
             onRecovery: try single["on_recovery"].map { text throws(TimerdError) in try NotifyTarget.parse(text, key: "on_recovery") },
-            timezone: civil.timezone, dstGap: civil.gap, dstRepeat: civil.repeated, jitter: jitter, fixedJitter: fixedJitter)
+            timezone: civil.timezone, dstGap: civil.gap, dstRepeat: civil.repeated, jitter: jitter, fixedJitter: fixedJitter,
+            misfire: misfire, misfireGrace: misfireGrace, historyLimit: historyLimit)
     }
 
     /// `timezone`, `dst_gap` and `dst_repeat`, which only cron and calendar schedules take. The zone's
@@ -395,6 +428,8 @@ public struct JobSpec: Equatable, Sendable {
         if let dstRepeat { list.append(KeyValue("dst_repeat", dstRepeat.rawValue)) }
         if jitter != .zero { list.append(KeyValue("jitter", DurationText.format(jitter))) }
         if fixedJitter { list.append(KeyValue("fixed_jitter", "yes")) }
+        if misfire != .skip { list.append(KeyValue("misfire", misfire.rawValue)) }
+        if misfireGrace != Limits.defaultMisfireGrace { list.append(KeyValue("misfire_grace", DurationText.format(misfireGrace))) }
         if let count { list.append(KeyValue("count", String(count))) }
         if leeway != .zero { list.append(KeyValue("leeway", DurationText.format(leeway))) }
         switch action {
@@ -424,6 +459,7 @@ public struct JobSpec: Equatable, Sendable {
         if modes != [Mode.defaultName] { list.append(KeyValue("modes", modes.joined(separator: ","))) }
         if let onFailure { list.append(KeyValue("on_failure", onFailure.description)) }
         if let onRecovery { list.append(KeyValue("on_recovery", onRecovery.description)) }
+        if historyLimit != Limits.defaultHistoryLimit { list.append(KeyValue("history_limit", String(historyLimit))) }
         return list
     }
 

@@ -10,6 +10,14 @@ public enum Limits {
     public static let defaultMaxRunning = 64
     /// Time between SIGTERM and SIGKILL when a run times out or is replaced (`kill_grace`).
     public static let defaultKillGrace = Duration.seconds(5)
+    /// A fire handled up to this late still runs as scheduled; later, it counts as missed (`misfire_grace`).
+    public static let defaultMisfireGrace = Duration.seconds(60)
+    public static let minimumMisfireGrace = Duration.seconds(1)
+    /// Finished runs kept per job in the state store (`history_limit`), and the most a job may ask for.
+    public static let defaultHistoryLimit = 100
+    public static let maximumHistoryLimit = 10_000
+    /// With `misfire=all`, at most this many missed fires are replayed; older ones are skipped (and said so).
+    public static let maximumReplays = 100
     /// Time running jobs get to finish when the daemon stops (`stop_grace`).
     public static let defaultStopGrace = Duration.seconds(10)
     /// Shortest `every` interval accepted.

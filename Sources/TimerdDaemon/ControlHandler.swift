@@ -1,6 +1,7 @@
 import Synchronization
 import TimerdCore
 import TimerdProtocol
+import TimerdStore
 import TimerdSystem
 
 /// Turns one request line into one reply: parses, checks the words each verb takes, and calls the registry.
@@ -33,6 +34,7 @@ struct ControlHandler: Sendable {
         (.mode, "MODE [NAME]"),
         (.stats, "STATS"),
         (.watch, "WATCH [NAME | tag=TAG]"),
+        (.history, "HISTORY NAME [limit=N]"),
         (.next, "NEXT (cron=EXPR | calendar=SPEC | every=DUR) [count=N] [timezone=TZ] [from=TIME] [dst_gap=…] [dst_repeat=…]"),
     ]
 
@@ -54,6 +56,21 @@ struct ControlHandler: Sendable {
             }
         }
         return (await handleOne(framed, connection: connection), nil)
+    }
+
+    /// A job's finished runs from the state store, newest first (read off the registry's queue).
+    private func history(_ name: JobName, limit: Int) throws(TimerdError) -> [RunRecord] {
+        guard let store = registry.store else { return [] }
+        do {
+            return try store.history(job: name.rawValue, limit: limit).map { run in
+                RunRecord(
+                    run: run.run, scheduled_at: run.scheduledAt.map(RFC3339.format), started_at: RFC3339.format(run.startedAt),
+                    ended_at: RFC3339.format(run.endedAt), result: run.result, exit_code: run.exitCode,
+                    http_status: run.httpStatus, lateness_ms: run.latenessMs, output: run.output)
+            }
+        } catch {
+            throw TimerdError(.internal, "cannot read the history: \(error.message)")
+        }
     }
 
     private func watchFilter(_ request: Request) async throws(TimerdError) -> WatchFilter {
@@ -94,6 +111,7 @@ struct ControlHandler: Sendable {
             let names = try expect(request, names: 1...1, options: true, argv: true)
             let spec = try JobSpec(name: names[0], options: request.options.map { KeyValue($0.key, $0.value) }, argv: request.argv)
             try await registry.add(spec, origin: .runtime, connection: connection)
+            try await registry.durable()
             return .ok(nil)
         case .exec:
             try expect(request, names: 0...0, options: true, argv: true)
@@ -102,22 +120,27 @@ struct ControlHandler: Sendable {
                 name: try JobName("exec"), options: request.options.map { KeyValue($0.key, $0.value) }, argv: request.argv)
             spec.name = await registry.generateName()
             try await registry.add(spec, origin: .runtime, connection: connection)
+            try await registry.durable()
             return .ok(Payload.encode(["name": spec.name.rawValue]))
         case .cancel:
             if let tag = try tagOption(request) {
                 let names = await registry.names(withTag: tag)
                 try await registry.cancel(names)
+                try await registry.durable()
                 return .ok(Payload.encode(TagResult(jobs: names.map(\.rawValue))))
             }
             try await registry.cancel(try expect(request, names: 1...Int.max))
+            try await registry.durable()
             return .ok(nil)
         case .pause:
             if let tag = try tagOption(request) {
                 let names = await registry.names(withTag: tag)
                 try await registry.pause(names)
+                try await registry.durable()
                 return .ok(Payload.encode(TagResult(jobs: names.map(\.rawValue))))
             }
             try await registry.pause(try expect(request, names: 1...Int.max))
+            try await registry.durable()
             return .ok(nil)
         case .resume:
             var words = request.positionals
@@ -144,10 +167,12 @@ struct ControlHandler: Sendable {
             if let tag {
                 let names = await registry.names(withTag: tag)
                 try await registry.resume(names, mode: mode)
+                try await registry.durable()
                 return .ok(Payload.encode(TagResult(jobs: names.map(\.rawValue))))
             }
             let names = try expect(Request(verb: .resume, positionals: words, argv: request.argv), names: 1...Int.max)
             try await registry.resume(names, mode: mode)
+            try await registry.durable()
             return .ok(nil)
         case .run:
             let names = try expect(request, names: 1...1)
@@ -162,6 +187,21 @@ struct ControlHandler: Sendable {
         case .watch:
             // Handled by `handleWatching` (it changes the connection); reaching here is a bug.
             throw TimerdError(.internal, "WATCH must go through handleWatching")
+        case .history:
+            let names = try expect(request, names: 1...1, options: true)
+            var limit = 20
+            for option in request.options {
+                guard option.key == "limit" else {
+                    throw TimerdError(.badArgument, "HISTORY takes only limit=N, not \(option.key)=", key: option.key)
+                }
+                guard option.value.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let value = Int(option.value),
+                      (1...Limits.maximumHistoryLimit).contains(value) else {
+                    throw TimerdError(.badArgument, "limit: expected a whole number from 1 to \(Limits.maximumHistoryLimit), got \"\(option.value)\"", key: "limit")
+                }
+                limit = value
+            }
+            _ = try await registry.show(names[0])  // no-such-job for an unknown name
+            return .ok(Payload.encode(try history(names[0], limit: limit)))
         case .next:
             try expect(request, names: 0...0, options: true)
             let query = try NextFireQuery(options: request.options.map { KeyValue($0.key, $0.value) })
@@ -179,7 +219,9 @@ struct ControlHandler: Sendable {
             return .ok(Payload.encode(await registry.switchMode(to: mode)))
         case .show:
             let names = try expect(request, names: 1...1)
-            return .ok(Payload.encode(try await registry.show(names[0])))
+            var info = try await registry.show(names[0])
+            info.recent_runs = try history(names[0], limit: 3)
+            return .ok(Payload.encode(info))
         case .reload:
             try expect(request, names: 0...0)
             return .ok(Payload.encode(try await reload()))

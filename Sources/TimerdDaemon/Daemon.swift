@@ -3,6 +3,7 @@ import Synchronization
 import TimerdConfig
 import TimerdCore
 import TimerdProtocol
+import TimerdStore
 import TimerdSystem
 
 /// The real file system, for the config loader.
@@ -94,7 +95,20 @@ public final class Daemon: Sendable {
             CurrentProcess.writeToStderr("timerd: cannot set up signal handling: \(error)\n")
             CurrentProcess.exit(1)
         }
-        let daemon = Daemon(configPath: configPath, explicit: options.config != nil, configuration: configuration)
+        // Durable state: jobs added at run time and run history (docs/state.md). A database that cannot be
+        // read is moved aside by the store and reported; a directory that cannot be used stops start-up.
+        let stateDirectory = options.stateDirectory ?? DaemonOptions.defaultStateDirectory()
+        let opened: (store: StateStore, recovered: String?)
+        do {
+            opened = try StateStore.open(directory: stateDirectory)
+        } catch {
+            CurrentProcess.writeToStderr("timerd: cannot open the state in \(stateDirectory): \(error.message)\n")
+            CurrentProcess.exit(1)
+        }
+        let daemon = Daemon(configPath: configPath, explicit: options.config != nil, configuration: configuration,
+                            store: opened.store)
+        if let recovered = opened.recovered { daemon.log.error(recovered) }
+        daemon.log.info("state in \(stateDirectory)/state.db")
         Task { await daemon.start(socket: socket, configuration: configuration) }
         while true {
             do {
@@ -121,7 +135,7 @@ public final class Daemon: Sendable {
         }
     }
 
-    private init(configPath: String, explicit: Bool, configuration: Configuration) {
+    private init(configPath: String, explicit: Bool, configuration: Configuration, store: StateStore) {
         let target = configuration.settings.log == "auto"
             ? LogTarget.automatic() : LogTarget(rawValue: configuration.settings.log) ?? .stderr
         sink = QueuedLogSink(target: target)
@@ -134,7 +148,7 @@ public final class Daemon: Sendable {
                 commands: CommandLauncher(log: log),
                 webhooks: WebhookLauncher(log: log, library: Self.failpoints.contains("no-libcurl") ? "libcurl-absent.so" : "libcurl.so.4")),
             log: log, maxRunning: configuration.settings.maxRunning,
-            baseEnvironment: Self.baseEnvironment())
+            baseEnvironment: Self.baseEnvironment(), store: store)
     }
 
     /// Reads the config; a missing default config is an empty one, a missing explicit one an error.
@@ -182,6 +196,15 @@ public final class Daemon: Sendable {
             _ = try await registry.applyConfig(declared(configuration), maxRunning: configuration.settings.maxRunning)
         } catch {
             fail("cannot load the config jobs: \(error.message)")
+        }
+        if let store = registry.store {
+            do {
+                let stored = try store.jobs()
+                let fires = try store.configJobFires()
+                await registry.restore(stored, configFires: fires)
+            } catch {
+                fail("cannot read the stored jobs: \(error.message)")
+            }
         }
 
         let handler = ControlHandler(registry: registry, reload: { [self] () async throws(TimerdError) -> ReloadSummary in
@@ -292,6 +315,9 @@ public final class Daemon: Sendable {
         }
         do {
             let summary = try await registry.applyConfig(declared(configuration), maxRunning: configuration.settings.maxRunning)
+            // After a tzdata update: read the zone files again and move calendar jobs to the new rules.
+            SystemTimeZones.forgetLoadedZones()
+            await registry.reloadZones()
             log.notice("config reloaded: \(summary.added.count) added, \(summary.changed.count) changed, \(summary.removed.count) removed, \(summary.unchanged) unchanged")
             return summary
         } catch {

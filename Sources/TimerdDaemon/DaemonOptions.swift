@@ -4,6 +4,7 @@ import TimerdSystem
 struct DaemonOptions {
     var socket: String?
     var config: String?
+    var stateDirectory: String?
     var checkConfig = false
     var showVersion = false
     var showHelp = false
@@ -11,7 +12,7 @@ struct DaemonOptions {
     static let defaultConfig = "/etc/timerd/timerd.conf"
 
     static let usage = """
-        Usage: timerd [--socket PATH] [--config PATH] [--check-config]
+        Usage: timerd [--socket PATH] [--config PATH] [--state-dir PATH] [--check-config]
                timerd --version | --help
 
         Runs the timer daemon in the foreground: a registry of timers that fire shell commands,
@@ -21,6 +22,8 @@ struct DaemonOptions {
           --socket PATH    control socket (default: $TIMERD_SOCKET, then [daemon] socket in the config,
                            then /run/timerd/timerd.sock for root, $XDG_RUNTIME_DIR/timerd/timerd.sock otherwise)
           --config PATH    config file (default /etc/timerd/timerd.conf; a missing default is not an error)
+          --state-dir PATH where jobs added at run time and run history are kept (default: $STATE_DIRECTORY,
+                           then /var/lib/timerd for root, $XDG_STATE_HOME/timerd otherwise)
           --check-config   validate the config and exit: 0 if valid, 1 with file:line: message per problem
           --version        print the version and exit
           --help           print this help and exit
@@ -50,6 +53,7 @@ struct DaemonOptions {
             switch flag {
             case "--socket": options.socket = try value(for: flag, inline: inline)
             case "--config": options.config = try value(for: flag, inline: inline)
+            case "--state-dir": options.stateDirectory = try value(for: flag, inline: inline)
             case "--check-config": options.checkConfig = true
             case "--version": options.showVersion = true
             case "--help", "-h": options.showHelp = true
@@ -60,6 +64,7 @@ struct DaemonOptions {
         }
         if options.socket?.isEmpty == true { throw UsageError("--socket needs a path") }
         if options.config?.isEmpty == true { throw UsageError("--config needs a path") }
+        if options.stateDirectory?.isEmpty == true { throw UsageError("--state-dir needs a path") }
         return options
     }
 
@@ -71,6 +76,22 @@ struct DaemonOptions {
             return runtime + "/timerd/timerd.sock"
         }
         return "/tmp/timerd-\(CurrentProcess.userID)/timerd.sock"
+    }
+}
+
+extension DaemonOptions {
+    /// The default state directory: systemd's `StateDirectory=` (`$STATE_DIRECTORY`, its first entry),
+    /// else `/var/lib/timerd` for root, else `$XDG_STATE_HOME/timerd` (`~/.local/state/timerd`).
+    static func defaultStateDirectory() -> String {
+        if let fromSystemd = CurrentProcess.environmentVariable("STATE_DIRECTORY"),
+           let first = fromSystemd.split(separator: ":").first, !first.isEmpty {
+            return String(first)
+        }
+        if CurrentProcess.userID == 0 { return "/var/lib/timerd" }
+        if let state = CurrentProcess.environmentVariable("XDG_STATE_HOME"), state.hasPrefix("/") {
+            return state + "/timerd"
+        }
+        return (CurrentProcess.environmentVariable("HOME") ?? "/tmp") + "/.local/state/timerd"
     }
 }
 

@@ -58,6 +58,9 @@ struct ActiveRun: Sendable {
     var startedMono: UInt64
     var startedWall: WallTime
     var kind: FireKind
+    /// When the fire was due (for the history).
+    var scheduledWall: WallTime
+    var latenessNs: Int64
 }
 
 /// Everything the registry knows about one job. Lives only inside the registry (one owner).
@@ -86,6 +89,16 @@ struct Job {
     var civilBase: WallTime?
     /// Scheduled fires accepted so far (checked against `count`).
     var acceptedFires = 0
+
+    // Durable state (see Registry+State.swift).
+    /// When the job was added (its `in=` delay counts from here).
+    var addedWall = WallTime(nanosecondsSinceEpoch: 0)
+    /// `every` jobs: the wall time of grid fire 0, stored so the phase survives restarts.
+    var anchorWall: WallTime?
+    /// The scheduled time of the last scheduled fire: missed fires are the schedule's times after it.
+    var lastScheduledWall: WallTime?
+    /// `misfire=all`: missed fires still to run, oldest first, each after the previous run ends.
+    var replays: [WallTime] = []
 
     // Runs.
     var runs = 0

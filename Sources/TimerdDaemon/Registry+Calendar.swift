@@ -105,6 +105,22 @@ extension Registry {
         emitDaemonEvent("clock", reason: "\(reason); now \(RFC3339.format(now))")
     }
 
+    /// Re-reads the zones of all cron and calendar jobs (after `SystemTimeZones.forgetLoadedZones`) and
+    /// re-arms those whose rules changed, e.g. after a tzdata update. Called on reload.
+    func reloadZones() {
+        var changed = 0
+        for name in Array(jobs.keys) {
+            guard let job = jobs[name], let old = job.civil,
+                  let fresh = try? Self.civilSchedule(for: job.spec), fresh != old else { continue }
+            changed += 1
+            jobs[name]!.civil = fresh
+            guard job.state == .scheduled, job.nextMono == nil else { continue }
+            scheduleNextCivilFire(&jobs[name]!)
+            arm(name)
+        }
+        if changed > 0 { log.notice("time zone rules changed for \(changed) calendar job(s); re-armed") }
+    }
+
     /// Watches for the wall clock being set (timerfd with `TFD_TIMER_CANCEL_ON_SET`).
     func watchWallClock() {
         do {

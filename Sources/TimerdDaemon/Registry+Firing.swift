@@ -139,13 +139,20 @@ extension Registry {
             job.nextMono = nil
             job.nextWall = nil
         }
-        jobs[name] = job
         let late = Int64(bitPattern: now &- scheduled)
+        let wall = scheduledWall ?? wallTime(ofMono: scheduled)
+        // The nominal time (no jitter) is what a restart counts missed fires from.
+        job.lastScheduledWall = job.civil != nil ? (job.civilBase ?? wall) : wall
+        jobs[name] = job
         lateness.record(late, at: now)
         latenessHistogram.record(seconds: Double(late) / 1e9)
-        let wall = scheduledWall ?? wallTime(ofMono: scheduled)
         emit("fired", job: name, scheduledAt: wall, latenessNs: late)
-        fire(name, scheduledMono: scheduled, scheduledWall: wall, kind: .scheduled)
+        if late > job.spec.misfireGrace.nanoseconds, job.spec.misfire == .skip {
+            noteSkip(name, count: 1, reason: "handled \(DurationText.format(.nanoseconds(late))) late, beyond misfire_grace=\(DurationText.format(job.spec.misfireGrace)) (misfire=skip)")
+        } else {
+            fire(name, scheduledMono: scheduled, scheduledWall: wall, kind: .scheduled)
+        }
+        persistFire(name)
         continueSchedule(name)
     }
 
@@ -172,7 +179,7 @@ extension Registry {
     /// Queues a finished runtime job with nothing in flight for pruning (see `pruneFinishedRuntimeJobs`).
     func noteIfIdleAndFinished(_ name: JobName) {
         guard let job = jobs[name], job.origin == .runtime, job.state == .finished, job.active.isEmpty,
-              job.queued == nil, job.waitingForSlot == 0, job.heldFire == nil else { return }
+              job.queued == nil, job.waitingForSlot == 0, job.heldFire == nil, job.replays.isEmpty else { return }
         finishedRuntimeJobs.append((name, job.id))
         pruneFinishedRuntimeJobs()
     }
@@ -253,7 +260,8 @@ extension Registry {
         let handle = launcher.start(request) { [unowned self] event in
             self.enqueue { $0.runEvent(name, jobID: jobID, runID: runID, event: event) }
         }
-        job.active.append(ActiveRun(id: runID, handle: handle, startedMono: now, startedWall: startedWall, kind: pending.kind))
+        job.active.append(ActiveRun(id: runID, handle: handle, startedMono: now, startedWall: startedWall, kind: pending.kind,
+                                    scheduledWall: pending.scheduledWall, latenessNs: lateness))
         job.lastStarted = (runID, startedWall, lateness)
         jobs[name] = job
         runningTotal += 1
@@ -279,8 +287,10 @@ extension Registry {
             noteStatusChange()
             let summary = "\(outcome.result.rawValue): \(outcome.reason) after \(DurationText.format(.milliseconds(Int64(outcome.durationNs / 1_000_000))))"
             if var job = jobs[name], job.id == jobID {
+                let finished = job.active.first { $0.id == runID }
                 job.active.removeAll { $0.id == runID }
                 let previous = job.lastOutcome?.outcome.result
+                if let finished { persistRun(name, run: finished, outcome: outcome) }
                 job.lastOutcome = (runID, outcome)
                 job.runsByResult[outcome.result, default: 0] += 1
                 if outcome.result == .ok { job.lastSuccess = outcome.finishedWall }
@@ -295,6 +305,7 @@ extension Registry {
                     jobs[name] = job
                     if !shuttingDown { _ = startOrWait(name, queued) }
                 }
+                runMissed(name)
                 noteIfIdleAndFinished(name)
             } else {
                 orphanHandles["\(jobID)/\(runID)"] = nil

@@ -2,6 +2,7 @@ import Dispatch
 import TimerdCore
 import TimerdSystem
 import TimerdProtocol
+import TimerdStore
 
 /// The one owner of every job, its timer and its state.
 ///
@@ -15,6 +16,8 @@ actor Registry {
 
     let log: Logger
     let launcher: any RunLauncher
+    /// Where durable state goes (nil: nothing is kept across restarts, as in unit tests).
+    nonisolated let store: StateStore?
     /// Environment every run starts from (before `TIMERD_*`, the job's `env` and `meta`).
     let baseEnvironment: [KeyValue]
 
@@ -57,15 +60,16 @@ actor Registry {
 
     /// Runtime jobs that finished their schedule, oldest first (pruned beyond `finishedRuntimeJobsKept`).
     var finishedRuntimeJobs: [(name: JobName, id: UInt64)] = []
-    private var nextJobID: UInt64 = 1
+    var nextJobID: UInt64 = 1
     private var nextExecNumber: UInt64 = 1
     /// Every name a job has had in this daemon's life, so a generated name is never handed out twice.
-    private var namesEverUsed: Set<String> = []
+    var namesEverUsed: Set<String> = []
     /// Finished runtime jobs kept for `show`; beyond this the oldest finished ones are forgotten.
     static let finishedRuntimeJobsKept = 1_000
 
-    init(launcher: any RunLauncher, log: Logger, maxRunning: Int, baseEnvironment: [KeyValue]) {
+    init(launcher: any RunLauncher, log: Logger, maxRunning: Int, baseEnvironment: [KeyValue], store: StateStore? = nil) {
         self.executor = QueueExecutor(label: "timerd.registry")
+        self.store = store
         self.launcher = launcher
         self.log = log
         self.maxRunning = maxRunning
@@ -101,17 +105,23 @@ actor Registry {
         try bindOwner(&job, connection: connection)
         nextJobID += 1
         namesEverUsed.insert(spec.name.rawValue)
+        job.addedWall = SystemClock.wallNow()
         startSchedule(&job, from: SystemClock.monoNow())
+        if let grid = job.grid { job.anchorWall = wallTime(ofMono: grid.first) }
         jobs[spec.name] = job
+        persistJob(spec.name)
         log.info(job: spec.name.rawValue, "added (\(origin.label)): \(spec.schedule.summary): \(spec.action.summary)")
         if case .webhook(let hook) = spec.action, hook.insecure {
             log.warning(job: spec.name.rawValue, "insecure=yes: the server's TLS certificate is not verified")
         }
         emit("added", job: spec.name)
         if case .at(let time) = spec.schedule, time < SystemClock.wallNow() {
-            // Only config jobs get here: their time passed before this daemon loaded them.
+            // Only config jobs get here: their time passed before this daemon loaded them. At start-up,
+            // `restore` applies the job's misfire policy; at a reload the time is simply past.
             jobs[spec.name]!.state = .finished
-            noteSkip(spec.name, count: 1, reason: "its time \(RFC3339.format(time)) passed before timerd loaded it (missed while the daemon was down)")
+            if initialConfigApplied {
+                noteSkip(spec.name, count: 1, reason: "its time \(RFC3339.format(time)) passed before timerd loaded it")
+            }
             return
         }
         if job.civil != nil, job.nextWall == nil {
@@ -147,6 +157,8 @@ actor Registry {
     /// Removes a job, stops its timer and drops its pending fires. Running runs finish on their own.
     func remove(_ name: JobName, reason: String) {
         guard var job = jobs.removeValue(forKey: name) else { return }
+        // Its stored spec and history go with it (a config job removed from the config too).
+        if job.spec.owner == nil { persist([.deleteJob(name.rawValue)]) }
         if let connection = job.ownerConnection { jobsOwnedByConnection[connection]?.remove(name) }
         disarm(&job)
         releaseOwner(&job)
@@ -174,6 +186,7 @@ actor Registry {
                 noteSkip(name, count: 1, reason: "paused while its fire was held (mode \(currentMode))")
             }
             log.info(job: name.rawValue, "paused")
+            persistJob(name)
             emit("paused", job: name)
         }
     }
@@ -197,6 +210,7 @@ actor Registry {
             if !wasPaused, case .onSchedule = mode { continue }
             emit("resumed", job: name)
             job.state = .scheduled
+            defer { persistJob(name) }
             switch mode {
             case .onSchedule:
                 let missed = resumeOnSchedule(&job, now: now)
@@ -226,6 +240,8 @@ actor Registry {
                     job.grid = FireGrid(first: first, interval: interval)
                     job.nextIndex = 0
                     job.nextMono = first
+                    // The new phase is the one a restart keeps.
+                    job.anchorWall = wallTime(ofMono: first)
                 case .after, .at, .cron, .calendar:
                     // Calendar jobs fire once after the delay, then go on with their calendar.
                     job.nextMono = first
@@ -253,6 +269,7 @@ actor Registry {
             }
         }
         log.info(job: name.rawValue, "run requested (RUN)")
+        defer { persistFire(name) }
         return fire(name, scheduledMono: SystemClock.monoNow(), kind: .manual)
     }
 
@@ -275,6 +292,7 @@ actor Registry {
             if let job = jobs[name], job.id == id, job.state == .finished, job.active.isEmpty, job.queued == nil,
                job.waitingForSlot == 0 {
                 jobs[name] = nil
+                if isDurable(job) { persist([.deleteJob(name.rawValue)]) }
                 log.debug(job: name.rawValue, "forgotten: more than \(Self.finishedRuntimeJobsKept) finished runtime jobs are kept")
             }
         }

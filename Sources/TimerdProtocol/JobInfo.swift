@@ -23,6 +23,8 @@ public struct JobInfo: Codable, Equatable, Sendable {
     public var timezone: String?
     public var next_fire_local: String?
     public var dst_rules: String?
+    /// The last few finished runs from the state store, newest first (absent from `LIST`).
+    public var recent_runs: [RunRecord]?
     /// Runs started (scheduled and manual).
     public var runs: Int
     /// Runs in progress now.
@@ -112,6 +114,7 @@ public struct JobInfo: Codable, Equatable, Sendable {
         try c.encode(tags, forKey: .tags)
         try c.encode(modes, forKey: .modes)
         try c.encode(held_since, forKey: .held_since)
+        try c.encodeIfPresent(recent_runs, forKey: .recent_runs)
     }
 }
 
@@ -284,5 +287,48 @@ public struct NextTimes: Codable, Equatable, Sendable {
     public init(timezone: String, times: [String]) {
         self.timezone = timezone
         self.times = times
+    }
+}
+
+/// One finished run from the state store (`HISTORY`, and `recent_runs` in `SHOW`). Every key is present.
+public struct RunRecord: Codable, Equatable, Sendable {
+    public var run: Int
+    public var scheduled_at: String?
+    public var started_at: String
+    public var ended_at: String
+    public var result: String
+    public var exit_code: Int?
+    public var http_status: Int?
+    public var lateness_ms: Double?
+    public var output: String
+
+    public init(run: Int, scheduled_at: String?, started_at: String, ended_at: String, result: String,
+                exit_code: Int?, http_status: Int?, lateness_ms: Double?, output: String) {
+        self.run = run
+        self.scheduled_at = scheduled_at
+        self.started_at = started_at
+        self.ended_at = ended_at
+        self.result = result
+        self.exit_code = exit_code
+        self.http_status = http_status
+        self.lateness_ms = lateness_ms
+        self.output = output
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case run, scheduled_at, started_at, ended_at, result, exit_code, http_status, lateness_ms, output
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(run, forKey: .run)
+        try c.encode(scheduled_at, forKey: .scheduled_at)
+        try c.encode(started_at, forKey: .started_at)
+        try c.encode(ended_at, forKey: .ended_at)
+        try c.encode(result, forKey: .result)
+        try c.encode(exit_code, forKey: .exit_code)
+        try c.encode(http_status, forKey: .http_status)
+        try c.encode(lateness_ms, forKey: .lateness_ms)
+        try c.encode(output, forKey: .output)
     }
 }

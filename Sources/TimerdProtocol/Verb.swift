@@ -36,6 +36,8 @@ public enum Verb: String, Sendable, Hashable, CaseIterable {
     case watch = "WATCH"
     /// `NEXT` on the wire.
     case next = "NEXT"
+    /// `HISTORY` on the wire.
+    case history = "HISTORY"
 
     /// Looks a verb up by its spelling, ignoring ASCII case only (`ping`, `Ping` and `PING` are the same;
     /// non-ASCII look-alikes such as a dotless `ı` never match). Returns nil for an unknown verb.

@@ -18,7 +18,7 @@ final class BenchDaemon {
         let output = try FileDescriptor.open(log, .writeOnly, options: [.create, .truncate])
         defer { try? output.close() }
         child = try Spawn.run(
-            program: timerd, arguments: ["--config", configPath, "--socket", socket],
+            program: timerd, arguments: ["--config", configPath, "--socket", socket, "--state-dir", configPath + ".state"],
             environment: ["PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workDirectory], output: output)
         try FileSystem.writeAtomically("\(workDirectory)/daemon.pid", "\(child.pid)\n")
         let deadline = SystemClock.monotonicNow() + 10_000_000_000

@@ -293,7 +293,7 @@ command = true
 in = 1h
 command = true
 EOF
-TIMERD_SOCKET= "$dest$prefix/bin/timerd" --config "$tmp/names.conf" --socket "$socket" 2>"$tmp/timerd.log" &
+TIMERD_SOCKET= "$dest$prefix/bin/timerd" --config "$tmp/names.conf" --socket "$socket" --state-dir "$tmp/state" 2>"$tmp/timerd.log" &
 daemon_pid=$!
 for _ in $(seq 50); do
     "$dest$prefix/bin/timerctl" --socket "$socket" ping >/dev/null 2>&1 && break

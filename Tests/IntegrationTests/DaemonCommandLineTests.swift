@@ -15,7 +15,8 @@ import Testing
         let notify = try NotifySocket(path: directory + "/notify-\(UInt32.random(in: 0...UInt32.max))")
         let process = Process()
         process.executableURL = URL(fileURLWithPath: timerd)
-        process.arguments = arguments
+        // A state directory of its own, so no test daemon restores another's jobs.
+        process.arguments = arguments + ["--state-dir", directory + "/state-\(UInt32.random(in: 0...UInt32.max))"]
         var environment = ProcessInfo.processInfo.environment
         for (key, value) in changes { environment[key] = value }
         environment["NOTIFY_SOCKET"] = notify.path
@@ -36,7 +37,7 @@ import Testing
         #expect(version.stdout == "timerd 0.1.0 (protocol 1)\n")
         let help = try Daemon.run(timerd, ["--help"])
         #expect(help.status == 0)
-        #expect(help.stdout.hasPrefix("Usage: timerd [--socket PATH] [--config PATH] [--check-config]"))
+        #expect(help.stdout.hasPrefix("Usage: timerd [--socket PATH] [--config PATH] [--state-dir PATH] [--check-config]"))
         #expect(help.stderr.isEmpty)
         let bogus = try Daemon.run(timerd, ["--bogus"])
         #expect(bogus.status == 2)

@@ -10,6 +10,8 @@ final class Daemon: @unchecked Sendable {
     let socket: String
     let configPath: String
     let logPath: String
+    /// The daemon's `--state-dir` (its own, inside `directory`).
+    let stateDirectory: String
     let process = Process()
     /// The test-owned `NOTIFY_SOCKET` the daemon reports to.
     let notify: NotifySocket
@@ -23,7 +25,7 @@ final class Daemon: @unchecked Sendable {
     /// Starts a daemon. `config` (if given) is written to `timerd.conf` in a fresh temporary directory;
     /// `$DIR` in it is replaced by that directory.
     init(config: String? = nil, extraArguments: [String] = [], environment: [String: String] = [:],
-         waitForReady: Bool = true) throws {
+         waitForReady: Bool = true, stateDirectory sharedState: String? = nil) throws {
         directory = try makeTemporaryDirectory()
         socket = directory + "/timerd.sock"
         configPath = directory + "/timerd.conf"
@@ -33,7 +35,10 @@ final class Daemon: @unchecked Sendable {
         }
         notify = try NotifySocket(path: directory + "/notify.sock")
         process.executableURL = URL(fileURLWithPath: Self.binaries + "/timerd")
-        process.arguments = ["--socket", socket] + (config == nil ? ["--config", directory + "/absent.conf"] : ["--config", configPath]) + extraArguments
+        // Its own state unless the test restarts "the same" daemon on a shared one.
+        stateDirectory = sharedState ?? directory + "/state"
+        process.arguments = ["--socket", socket] + (config == nil ? ["--config", directory + "/absent.conf"] : ["--config", configPath])
+            + ["--state-dir", stateDirectory] + extraArguments
         if config == nil { _ = FileManager.default.createFile(atPath: directory + "/absent.conf", contents: Data()) }
         var env = ProcessInfo.processInfo.environment
         env["NOTIFY_SOCKET"] = notify.path

@@ -76,7 +76,7 @@ import Testing
         process.executableURL = URL(fileURLWithPath: activate)
         // systemd-socket-activate binds the socket, waits for the first client, then execs timerd with it.
         process.arguments = ["-l", socket, Daemon.binaries + "/timerd", "--socket", directory + "/unused.sock",
-                             "--config", directory + "/none.conf"]
+                             "--config", directory + "/none.conf", "--state-dir", directory + "/state"]
         _ = FileManager.default.createFile(atPath: directory + "/none.conf", contents: Data())
         let log = directory + "/log"
         _ = FileManager.default.createFile(atPath: log, contents: nil)

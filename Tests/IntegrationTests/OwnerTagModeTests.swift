@@ -43,7 +43,7 @@ import TimerdSystem
         let namespace = Process()
         namespace.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
         namespace.arguments = ["--pid", "--fork", "--mount-proc", "--kill-child", Daemon.binaries + "/timerd", "--socket", socket,
-                               "--config", directory + "/none.conf"]
+                               "--config", directory + "/none.conf", "--state-dir", directory + "/state"]
         namespace.standardError = FileHandle.nullDevice
         try namespace.run()
         defer {

@@ -369,7 +369,7 @@ final class Testbed: @unchecked Sendable {
             throw TestbedError("systemd/timerd.service no longer has `@BINDIR@` and `\(production)` in ExecStart=; update Testbed.generateUnits")
         }
         service = service.replacingOccurrences(of: "@BINDIR@", with: binaries)
-            .replacingOccurrences(of: production, with: "--config \(configPath)")
+            .replacingOccurrences(of: production, with: "--config \(configPath) --state-dir /run/timerd-test-state")
         if watchdog {
             var lines = service.components(separatedBy: "\n")
             guard let index = lines.firstIndex(where: { $0.hasPrefix("WatchdogSec=") }) else {
@@ -385,7 +385,8 @@ final class Testbed: @unchecked Sendable {
     /// Test-bed-only drop-in (not part of the units under test). Without it, starting the units would pull in
     /// sysinit.target through the default dependencies: fstab mounts, systemd-tmpfiles, sysctl, udev,
     /// timesyncd… run against this shared machine. And ConfigurationDirectory=/StateDirectory= would create
-    /// /etc/timerd and /var/lib/timerd on the host (only /run and /tmp are private here).
+    /// /etc/timerd and /var/lib/timerd on the host (only /run and /tmp are private here): the generated
+    /// unit keeps its state under /run instead.
     static let safetyDropIn = """
         # SystemdTests test bed only: keep the private systemd from touching the shared machine.
         [Unit]

@@ -21,6 +21,9 @@ struct CommandParserTests {
         (["run", "a"], "RUN a"),
         (["list"], "LIST"),
         (["show", "a"], "SHOW a"),
+        (["history", "a"], "HISTORY a"),
+        (["history", "a", "--limit", "5"], "HISTORY a limit=5"),
+        (["history", "--limit=100", "a", "--json"], "HISTORY a limit=100"),
         (["reload"], "RELOAD"),
         (["ping"], "PING"),
         (["version"], "VERSION"),
@@ -111,6 +114,31 @@ struct CommandParserTests {
             #expect(usageError(["exec", flag, "x", "--command", "true"])?.message
                 == "unknown option '\(flag)' for exec (exec schedules with --start, --interval, --repeats and --async; or use 'timerctl add')")
         }
+    }
+
+    @Test func misfireAndHistoryFlags() throws {
+        #expect(try request([
+            "add", "nightly", "--calendar", "*-*-* 02:00", "--misfire", "once", "--misfire-grace", "10m",
+            "--history-limit=500", "--command", "true",
+        ]).encode() == "ADD nightly calendar='*-*-* 02:00' misfire=once misfire_grace=10m history_limit=500 command=true")
+        // exec keeps them: they are not schedule keys.
+        #expect(try request(["exec", "--interval", "1h", "--repeats", "--misfire=all", "--history-limit", "0", "--command", "true"]).encode()
+            == "EXEC interval=1h repeats=yes misfire=all history_limit=0 command=true")
+        #expect(CLIVerb.add.flags.first { $0.name == "misfire" }?.synopsis == "--misfire skip|once|all")
+        #expect(usageError(["add", "x", "--misfre", "all"])?.message == "unknown option '--misfre' for add (did you mean '--misfire'?)")
+    }
+
+    @Test func historySendsOneNameAndTheLimit() throws {
+        let command = try CommandParser.parse(["history", "backup", "--limit", "3", "--json", "--socket", "/s"])
+        #expect(command == Command(
+            verb: .history, action: .send(Request(verb: .history, positionals: ["backup"], options: [Option(key: "limit", value: "3")])),
+            output: .json, socket: "/s"))
+        #expect(CLIVerb.history.wireVerb == .history)
+        #expect(CLIVerb.history.names == .one)
+        #expect(!CLIVerb.history.selectsByTag)
+        // timerd checks the value (1…10000): timerctl passes it on as given.
+        #expect(try request(["history", "a", "--limit", "0"]).value("limit") == "0")
+        #expect(try request(["history", "--", "-odd"]).encode() == "HISTORY -odd")
     }
 
     @Test func nextIsAnsweredLocally() throws {
@@ -222,6 +250,12 @@ struct CommandParserTests {
         (["resume", "a", "--now=yes"], "--now takes no value"),
         (["run", "a", "b"], "unexpected argument 'b' (run takes one job name)"),
         (["show"], "missing job name"),
+        (["history"], "missing job name"),
+        (["history", "a", "b"], "unexpected argument 'b' (history takes one job name)"),
+        (["history", "a", "--limit"], "missing value for --limit (--limit N)"),
+        (["history", "a", "--limt", "5"], "unknown option '--limt' for history (did you mean '--limit'?)"),
+        (["history", "a", "limit=5"], "unexpected argument 'limit=5' (did you mean '--limit=5'?)"),
+        (["history", "--tag", "web"], "unknown option '--tag' for history"),
         (["list", "x"], "unexpected argument 'x' (list takes no arguments)"),
         (["list", "--json=yes"], "--json takes no value"),
         (["ping", "--socket"], "missing value for --socket (--socket PATH)"),

@@ -18,6 +18,7 @@ struct HelpTextTests {
               run      Run a job once now, outside its schedule.
               list     List the jobs with their state, next fire and last run.
               show     Show one job in detail, with its last run and output.
+              history  Show a job's finished runs, newest first: when, how long, with what result.
               reload   Re-read the config files and apply the changes.
               mode     Show or switch the daemon's mode (jobs not in it hold their fires).
               stats    Show the daemon's counters: jobs, runs, lateness percentiles, requests, memory, uptime.
@@ -29,7 +30,7 @@ struct HelpTextTests {
 
             Options:
               --socket PATH  Talk to timerd on PATH (default: see Socket below).
-              --json         Print replies as JSON (exec, run, list, show, reload, mode, stats, watch, next, version, pause/resume/cancel --tag).
+              --json         Print replies as JSON (exec, run, list, show, history, reload, mode, stats, watch, next, version, pause/resume/cancel --tag).
               -h, --help     Show help; 'timerctl help VERB' shows a verb's options.
 
             Socket: --socket, else $TIMERD_SOCKET, else /run/timerd/timerd.sock for root and
@@ -62,6 +63,8 @@ struct HelpTextTests {
               --dst-repeat first|last|both  Times DST repeats: run the first, the last or both (default: as cron/systemd).
               --jitter DUR                  Delay each fire by a random time up to DUR.
               --fixed-jitter                With --jitter: the same delay each fire (from the machine id and job name).
+              --misfire skip|once|all       Fires missed while timerd was down or handled late: skip (default), run the latest once, or all.
+              --misfire-grace DUR           A fire at most DUR late still runs; later it counts as missed (default 1m).
               --count N                     With --every, --cron or --calendar: stop after N runs.
               --leeway DUR                  Let the timer fire up to DUR late so wake-ups coalesce.
               --command STRING              Run STRING with /bin/sh -c.
@@ -89,6 +92,7 @@ struct HelpTextTests {
               --modes MODES                 Fire only in these daemon modes, comma-separated (default: default; common: every mode).
               --on-failure URL|CMD          When the job starts failing: POST to URL, or run CMD with /bin/sh -c (any job).
               --on-recovery URL|CMD         When the job succeeds again: POST to URL, or run CMD with /bin/sh -c (any job).
+              --history-limit N             Keep the last N finished runs for 'timerctl history' (0-10000, default 100).
               --socket PATH                 Talk to timerd on PATH (see 'timerctl --help').
               -h, --help                    Show this help.
 
@@ -178,6 +182,24 @@ struct HelpTextTests {
 
             """
 
+    static let history = """
+            Usage: timerctl history NAME [--limit N] [--json]
+
+            Show a job's finished runs, newest first: when, how long, with what result.
+
+            timerd keeps each job's last runs (--history-limit, default 100) in its state database,
+            across restarts. SCHEDULED is when the fire was due (manual: started by 'timerctl run'),
+            STARTED when the run began, both local times (with the date when not today); LATE is how
+            long after SCHEDULED it started. RESULT shows a non-zero exit code or a webhook's HTTP status.
+
+            Options:
+              --limit N      Show the newest N runs (default 20, at most 10000).
+              --json         Print the runs as the JSON array timerd sends.
+              --socket PATH  Talk to timerd on PATH (see 'timerctl --help').
+              -h, --help     Show this help.
+
+            """
+
     static let next = """
             Usage: timerctl next (--cron EXPR | --calendar SPEC | --every DUR) [--count N] [--timezone TZ] [--from TIME]
                                 [--dst-gap shift|skip] [--dst-repeat first|last|both] [--json]
@@ -212,6 +234,7 @@ struct HelpTextTests {
     @Test("golden help of the verbs with tag and mode options", arguments: [
         (CLIVerb.resume, HelpTextTests.resume), (.list, HelpTextTests.list), (.mode, HelpTextTests.mode),
         (.pause, HelpTextTests.pause), (.stats, HelpTextTests.stats), (.next, HelpTextTests.next),
+        (.history, HelpTextTests.history),
     ])
     func tagAndModeHelp(verb: CLIVerb, text: String) {
         #expect(HelpText.verb(verb) == text)
@@ -223,6 +246,15 @@ struct HelpTextTests {
         for line in ["  --owner OWNER ", "  --owner-pid PID ", "  --tag TAG ", "  --modes MODES "] {
             #expect(text.contains(line), "\(line)")
         }
+    }
+
+    @Test func execHelpKeepsTheMisfireAndHistoryFlags() {
+        let text = HelpText.verb(.exec)
+        for line in ["  --misfire skip|once|all ", "  --misfire-grace DUR ", "  --history-limit N "] {
+            #expect(text.contains(line), "\(line)")
+        }
+        #expect(CLIVerb.exec.flags.filter { ["misfire", "misfire_grace", "history_limit"].contains($0.key) }.map(\.name)
+            == ["misfire", "misfire-grace", "history-limit"])
     }
 
     @Test func execHelpHasJitterButNoWallClockSchedule() {

@@ -34,10 +34,11 @@ final class Transcript {
     var status: Int32 = -1
 }
 
-/// Runs timerctl with a fake transport that answers every request with `reply`.
+/// Runs timerctl with a fake transport that answers every request with `reply`; `systemZone` is the
+/// local zone (UTC unless given, so that local times do not depend on the machine).
 func runCLI(
     _ arguments: [String], environment: [String: String] = [:], userID: UInt32 = 1000,
-    reply: Result<Reply, ClientError> = .success(.ok(nil))
+    reply: Result<Reply, ClientError> = .success(.ok(nil)), systemZone: ZoneRules = .utc
 ) -> Transcript {
     let transcript = Transcript()
     let context = Timerctl.Context(
@@ -46,7 +47,8 @@ func runCLI(
         send: { (request, path) throws(ClientError) in
             transcript.sent.append((request, path))
             return try reply.get()
-        })
+        },
+        systemZone: { systemZone })
     transcript.status = Timerctl.run(arguments: arguments, context: context)
     return transcript
 }

@@ -59,7 +59,26 @@ struct JobSpecTests {
         let used = Set(spec.options.map(\.key))
         #expect(Set(JobSpec.keys).subtracting(used).subtracting(Webhook.keys)
             == ["in", "at", "command", "webhook", "on_failure", "on_recovery", "cron", "calendar", "timezone", "dst_gap",
-                "dst_repeat", "jitter", "fixed_jitter"])
+                "dst_repeat", "jitter", "fixed_jitter", "misfire", "misfire_grace", "history_limit"])
+    }
+
+    @Test("misfire and history keys round-trip through options, with their limits")
+    func stateKeys() throws {
+        let spec = try Self.spec(opts(("every", "1m"), ("misfire", "all"), ("misfire_grace", "10s"), ("history_limit", "0"), ("command", "x")))
+        #expect(spec.misfire == .all && spec.misfireGrace == .seconds(10) && spec.historyLimit == 0)
+        #expect(try Self.spec(spec.options) == spec)
+        let plain = try Self.spec(opts(("every", "1m"), ("command", "x")))
+        #expect(plain.misfire == .skip && plain.misfireGrace == .seconds(60) && plain.historyLimit == 100)
+        #expect(!plain.options.contains { ["misfire", "misfire_grace", "history_limit"].contains($0.key) })
+        expectError(.badArgument, key: "misfire", mentions: ["skip, once or all"]) {
+            try Self.spec(opts(("every", "1m"), ("misfire", "always"), ("command", "x")))
+        }
+        expectError(.badArgument, key: "misfire_grace", mentions: ["at least 1s"]) {
+            try Self.spec(opts(("every", "1m"), ("misfire_grace", "500ms"), ("command", "x")))
+        }
+        expectError(.badArgument, key: "history_limit", mentions: ["0 to 10000"]) {
+            try Self.spec(opts(("every", "1m"), ("history_limit", "10001"), ("command", "x")))
+        }
     }
 
     @Test("cron and calendar keys round-trip through options")
@@ -360,7 +379,7 @@ struct JobSpecTests {
         "content_type": "text/plain", "expect": "2xx", "retries": "1", "retry_backoff": "1s", "redirects": "1",
         "ca_file": "/etc/ssl/ca.pem", "insecure": "no", "on_failure": "true", "on_recovery": "true",
         "cron": "* * * * *", "calendar": "daily", "timezone": "UTC", "dst_gap": "skip", "dst_repeat": "both",
-        "jitter": "1s", "fixed_jitter": "yes",
+        "jitter": "1s", "fixed_jitter": "yes", "misfire": "once", "misfire_grace": "5s", "history_limit": "7",
     ]
 
     @Test("non-repeatable keys given twice", arguments: singleKeys)
@@ -379,9 +398,10 @@ struct JobSpecTests {
     func keyLists() {
         #expect(JobSpec.keys == [
             "every", "start", "in", "at", "cron", "calendar", "timezone", "dst_gap", "dst_repeat", "jitter",
-            "fixed_jitter", "count", "leeway", "command", "argv", "webhook", "method", "header", "body",
+            "fixed_jitter", "misfire", "misfire_grace", "count", "leeway", "command", "argv", "webhook", "method", "header", "body",
             "content_type", "expect", "retries", "retry_backoff", "redirects", "ca_file", "insecure", "timeout",
             "kill_grace", "overlap", "env", "meta", "cwd", "owner", "tag", "modes", "on_failure", "on_recovery",
+            "history_limit",
         ])
         #expect(JobSpec.repeatableKeys == ["env", "meta", "tag", "header"])
         #expect(Set(JobSpec.keys).count == JobSpec.keys.count)

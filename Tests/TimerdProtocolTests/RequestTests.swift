@@ -19,7 +19,7 @@ struct RequestTests {
     @Test("verb list is the documented one")
     func verbList() {
         #expect(Verb.allCases.map(\.rawValue) == [
-            "PING", "VERSION", "HELP", "ADD", "EXEC", "CANCEL", "PAUSE", "RESUME", "RUN", "LIST", "SHOW", "RELOAD", "MODE", "STATS", "WATCH", "NEXT",
+            "PING", "VERSION", "HELP", "ADD", "EXEC", "CANCEL", "PAUSE", "RESUME", "RUN", "LIST", "SHOW", "RELOAD", "MODE", "STATS", "WATCH", "NEXT", "HISTORY",
         ])
     }
 

@@ -1,0 +1,76 @@
+/// The schema of `state.db` and the forward migrations that build it.
+///
+/// The version lives in `PRAGMA user_version`: 0 is an empty file, each `Migration` moves the database
+/// from `version - 1` to `version` in one transaction. Later versions append steps (typically
+/// `ALTER TABLE … ADD COLUMN …` with a default), never edit earlier ones. A file whose version is newer
+/// than the last step was written by a newer build and is moved aside, not downgraded.
+///
+/// Times are INTEGER nanoseconds since the Unix epoch (UTC); job options are a JSON array of
+/// `[key, value]` pairs (`OptionsCoding`).
+struct Migration: Sendable {
+    var version: Int
+    var statements: [String]
+}
+
+enum Schema {
+    static let migrations: [Migration] = [
+        Migration(version: 1, statements: [
+            """
+            CREATE TABLE jobs (
+                name           TEXT PRIMARY KEY NOT NULL,
+                options        TEXT NOT NULL,
+                paused         INTEGER NOT NULL DEFAULT 0 CHECK (paused IN (0, 1)),
+                runs           INTEGER NOT NULL DEFAULT 0,
+                added_at       INTEGER NOT NULL,
+                last_scheduled INTEGER,
+                anchor         INTEGER
+            )
+            """,
+            // No foreign key to jobs: config jobs have runs too. `id` orders a job's runs (newest largest).
+            """
+            CREATE TABLE runs (
+                id           INTEGER PRIMARY KEY,
+                job          TEXT NOT NULL,
+                run          INTEGER NOT NULL,
+                scheduled_at INTEGER,
+                started_at   INTEGER NOT NULL,
+                ended_at     INTEGER NOT NULL,
+                result       TEXT NOT NULL,
+                exit_code    INTEGER,
+                http_status  INTEGER,
+                lateness_ms  REAL,
+                output       TEXT NOT NULL
+            )
+            """,
+            "CREATE INDEX runs_by_job ON runs (job, id)",
+            """
+            CREATE TABLE config_job_fires (
+                name           TEXT PRIMARY KEY NOT NULL,
+                last_scheduled INTEGER NOT NULL
+            )
+            """,
+        ])
+    ]
+
+    static var currentVersion: Int { migrations.last?.version ?? 0 }
+
+    /// Applies the steps of `migrations` above the database's version, each in its own transaction.
+    static func migrate(_ database: Database, migrations: [Migration]) throws(StoreError) {
+        precondition(
+            migrations.enumerated().allSatisfy { $0.element.version == $0.offset + 1 },
+            "migration versions must be 1, 2, 3, …")
+        let current = try database.userVersion
+        for step in migrations where step.version > current {
+            try database.executeScript("BEGIN IMMEDIATE")
+            do {
+                for statement in step.statements { try database.executeScript(statement) }
+                // PRAGMA takes no parameters; the version is this build's own constant, not input.
+                try database.executeScript("PRAGMA user_version = \(step.version)")
+                try database.executeScript("COMMIT")
+            } catch {
+                if database.inTransaction { try? database.executeScript("ROLLBACK") }
+                throw StoreError("migrating \(database.path) to schema version \(step.version): \(error.message)")
+            }
+        }
+    }
+}

@@ -1,0 +1,95 @@
+import TimerdCore
+
+/// A job added at run time, as stored.
+public struct StoredJob: Equatable, Sendable {
+    public var name: String
+    /// `JobSpec.options`, canonical: enough to rebuild the spec.
+    public var options: [KeyValue]
+    public var paused: Bool
+    /// Runs started so far (`TIMERD_RUN` continues from it).
+    public var runs: Int
+    public var addedAt: WallTime
+    /// The scheduled time of the last scheduled fire (for missed-run policies).
+    public var lastScheduled: WallTime?
+    /// `every=` jobs: the wall time of the grid's fire 0, to keep the phase across restarts.
+    public var anchor: WallTime?
+
+    public init(
+        name: String, options: [KeyValue], paused: Bool = false, runs: Int = 0, addedAt: WallTime,
+        lastScheduled: WallTime? = nil, anchor: WallTime? = nil
+    ) {
+        self.name = name
+        self.options = options
+        self.paused = paused
+        self.runs = runs
+        self.addedAt = addedAt
+        self.lastScheduled = lastScheduled
+        self.anchor = anchor
+    }
+}
+
+/// One finished run.
+public struct StoredRun: Equatable, Sendable {
+    public var job: String
+    public var run: Int
+    public var scheduledAt: WallTime?
+    public var startedAt: WallTime
+    public var endedAt: WallTime
+    /// `ok`, `failed`, `timeout`, `killed`, `missed` or `skipped`.
+    public var result: String
+    public var exitCode: Int?
+    public var httpStatus: Int?
+    public var latenessMs: Double?
+    /// The output's tail, as given (stored byte for byte, NUL bytes included).
+    public var output: String
+
+    public init(
+        job: String, run: Int, scheduledAt: WallTime? = nil, startedAt: WallTime, endedAt: WallTime,
+        result: String, exitCode: Int? = nil, httpStatus: Int? = nil, latenessMs: Double? = nil, output: String = ""
+    ) {
+        self.job = job
+        self.run = run
+        self.scheduledAt = scheduledAt
+        self.startedAt = startedAt
+        self.endedAt = endedAt
+        self.result = result
+        self.exitCode = exitCode
+        self.httpStatus = httpStatus
+        self.latenessMs = latenessMs
+        self.output = output
+    }
+}
+
+/// One write to the store. Changes naming a job that is not stored (`setPaused`, `recordFire`) do nothing.
+public enum StoreChange: Sendable, Equatable {
+    /// Inserts the job or replaces the stored one of that name (its runs are kept).
+    case putJob(StoredJob)
+    /// Deletes the job and its runs.
+    case deleteJob(String)
+    case setPaused(String, Bool)
+    /// Sets the job's run count and, unless nil (an unscheduled fire such as `RUN`), its last scheduled time.
+    case recordFire(String, runs: Int, lastScheduled: WallTime?)
+    /// Inserts the run, then prunes that job's runs to the newest `keep` (0 or less keeps none).
+    case recordRun(StoredRun, keep: Int)
+    /// Config jobs: only their last scheduled time, in a table of its own keyed by name.
+    case recordConfigJobFire(String, lastScheduled: WallTime)
+}
+
+/// Why the store could not do what was asked (the SQLite message and code included).
+public struct StoreError: Error, Sendable, CustomStringConvertible {
+    public var message: String
+    /// The primary SQLite result code behind the error, or 0 when it did not come from SQLite.
+    var sqliteCode: Int32
+
+    public init(_ message: String) {
+        self.message = message
+        self.sqliteCode = 0
+    }
+
+    init(_ message: String, sqliteCode: Int32) {
+        self.message = message
+        self.sqliteCode = sqliteCode
+    }
+
+    public var description: String { message }
+}

@@ -1,0 +1,206 @@
+import Foundation
+import Glibc
+import Testing
+import TimerdStore
+
+/// Durable state through the real daemon: jobs added at run time, their runs and pause come back after a
+/// restart; history survives; missed fires follow `misfire`; `kill -9` never loses an acknowledged change;
+/// a corrupt database is moved aside.
+@Suite struct StateTests {
+    static func info(_ daemon: Daemon, _ name: String) throws -> [String: Any] { try daemon.show(name) }
+
+    static func historyRuns(_ daemon: Daemon, _ name: String, limit: Int = 20) throws -> [[String: Any]] {
+        let reply = try daemon.request("HISTORY \(name) limit=\(limit)")
+        guard reply.hasPrefix("OK ") else { throw HarnessError("HISTORY \(name): \(reply)") }
+        return try JSONSerialization.jsonObject(with: Data(reply.dropFirst(3).utf8)) as! [[String: Any]]
+    }
+
+    @Test func jobsAddedAtRunTimeComeBackWithTheirState() throws {
+        let state = try makeTemporaryDirectory() + "/state"
+        var first: Daemon? = try Daemon(stateDirectory: state)
+        let daemon = first!
+        #expect(try daemon.request("ADD hourly every=1h command='echo $TIMERD_RUN >> \(state)-hourly'") == "OK")
+        #expect(try daemon.request("ADD weekdays cron='0 9 * * 1-5' timezone=Europe/Berlin command=true") == "OK")
+        #expect(try daemon.request("ADD resting every=1m command=true") == "OK")
+        #expect(try daemon.request("PAUSE resting") == "OK")
+        #expect(try daemon.request("ADD gone every=1m command=true") == "OK")
+        #expect(try daemon.request("CANCEL gone") == "OK")
+        #expect(try daemon.request("ADD mine every=1m owner=connection command=true") == "OK")
+        #expect(try daemon.request("RUN hourly").hasPrefix("OK"))
+        try eventually("run 1 finished") { try daemon.show("hourly")["last_result"] as? String == "ok" }
+        let nextBefore = try #require(try daemon.show("hourly")["next_fire"] as? String)
+        daemon.stop()
+        first = nil
+
+        let again = try Daemon(stateDirectory: state)
+        #expect(try again.listNames() == ["hourly", "resting", "weekdays"])
+        #expect(try again.state("resting") == "paused")
+        #expect(try again.show("hourly")["runs"] as? Int == 1)
+        #expect(try again.show("weekdays")["schedule"] as? String == "cron 0 9 * * 1-5")
+        #expect(try again.show("weekdays")["timezone"] as? String == "Europe/Berlin")
+        // The interval keeps its phase: the next fire is where it was before the restart.
+        let nextAfter = try #require(try again.show("hourly")["next_fire"] as? String)
+        #expect(abs(try seconds(nextAfter) - seconds(nextBefore)) < 0.5, "\(nextBefore) → \(nextAfter)")
+        // Run numbers continue.
+        #expect(try again.request("RUN hourly").hasPrefix("OK"))
+        eventually("run 2") { (try? String(contentsOfFile: state + "-hourly", encoding: .utf8)) == "1\n2\n" }
+        // The history of the run before the restart is there, the new one first.
+        try eventually("run 2 in the history") { try Self.historyRuns(again, "hourly").count == 2 }
+        let runs = try Self.historyRuns(again, "hourly")
+        #expect(runs.map { $0["run"] as? Int } == [2, 1])
+        #expect(runs[0]["result"] as? String == "ok")
+        #expect(runs[0]["scheduled_at"] is NSNull)  // by hand
+        #expect((try again.show("hourly")["recent_runs"] as? [[String: Any]])?.count == 2)
+    }
+
+    @Test func historyIsKeptAndPrunedPerJob() throws {
+        let daemon = try Daemon()
+        #expect(try daemon.request("ADD h every=1h history_limit=3 command='echo out $TIMERD_RUN; exit $((TIMERD_RUN % 2))'") == "OK")
+        for run in 1...5 {
+            #expect(try daemon.request("RUN h").hasPrefix("OK"))
+            try eventually("run \(run)") { try daemon.show("h")["last_run"] as? Int == run && daemon.show("h")["running"] as? Int == 0 }
+        }
+        try eventually("pruned to 3") { try Self.historyRuns(daemon, "h").map { $0["run"] as? Int } == [5, 4, 3] }
+        let runs = try Self.historyRuns(daemon, "h")
+        #expect(runs[0]["result"] as? String == "failed" && runs[0]["exit_code"] as? Int == 1)
+        #expect(runs[1]["result"] as? String == "ok" && runs[1]["exit_code"] as? Int == 0)
+        #expect(runs[0]["output"] as? String == "out 5\n")
+        #expect(try Self.historyRuns(daemon, "h", limit: 1).count == 1)
+        #expect(try daemon.request("HISTORY nosuch").hasPrefix("ERR no-such-job"))
+        #expect(try daemon.request("HISTORY h limit=0").hasPrefix("ERR bad-argument"))
+    }
+
+    /// Three interval jobs, one per policy, miss five fires while timerd is down (the test clock jumps).
+    @Test func missedFiresFollowTheMisfirePolicy() throws {
+        let state = try makeTemporaryDirectory() + "/state"
+        let clockDirectory = try makeTemporaryDirectory()
+        let clock = clockDirectory + "/clock"
+        try "2026-06-01T12:00:00Z".write(toFile: clock, atomically: true, encoding: .utf8)
+        let environment = ["TIMERD_TEST_FAILPOINTS": "test-clock", "TIMERD_TEST_CLOCK_FILE": clock]
+        var first: Daemon? = try Daemon(environment: environment, stateDirectory: state)
+        for policy in ["skip", "once", "all"] {
+            #expect(try first!.request("ADD \(policy) every=1m misfire=\(policy) misfire_grace=1s command='echo $TIMERD_SCHEDULED_AT >> \(state)-\(policy)'") == "OK")
+        }
+        #expect(try first!.request("ADD daily calendar='*-*-* 12:03:00 UTC' misfire=once misfire_grace=1s command='echo $TIMERD_SCHEDULED_AT >> \(state)-daily'") == "OK")
+        let phase = try #require(try first!.show("skip")["next_fire"] as? String)
+        first!.stop()
+        first = nil
+        // Five minutes and a half later: fires at 12:01 … 12:05 were missed (and 12:03 of the daily one).
+        let later = try seconds(phase) + 4 * 60 + 30
+        try rfc3339(later).write(toFile: clock, atomically: true, encoding: .utf8)
+        let again = try Daemon(environment: environment, stateDirectory: state)
+        func lines(_ policy: String) -> [String] {
+            ((try? String(contentsOfFile: "\(state)-\(policy)", encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+        }
+        eventually("all replayed five, in order") { lines("all").count == 5 }
+        eventually("once ran once") { lines("once").count == 1 && lines("daily").count == 1 }
+        // Replayed oldest first, one per missed minute, starting with the fire that was next at the stop.
+        let replayed = try lines("all").map { try seconds($0) }
+        #expect(replayed.first.map { abs($0 - (try! seconds(phase))) < 0.5 } == true, "\(lines("all"))")
+        #expect(zip(replayed, replayed.dropFirst()).allSatisfy { abs($1 - $0 - 60) < 0.5 }, "\(lines("all"))")
+        // The latest missed fire (jobs added a few µs apart: compare to the second).
+        #expect(lines("once").map { $0.prefix(19) } == [(lines("all").last ?? "").prefix(19)])
+        #expect(lines("daily").first?.hasPrefix("2026-06-01T12:03:00") == true)
+        #expect(try again.show("skip")["skipped"] as? Int == 5)
+        #expect(try again.show("once")["skipped"] as? Int == 4)
+        #expect(lines("skip").isEmpty)
+        // The phase is kept: the next fire is on the original minute grid.
+        let next = try #require(try again.show("skip")["next_fire"] as? String)
+        let offset = (try seconds(next) - seconds(phase)).truncatingRemainder(dividingBy: 60)
+        #expect(abs(offset) < 0.5 || abs(offset - 60) < 0.5, "\(phase) → \(next)")
+    }
+
+    /// kill -9 in a loop while clients add and cancel at full speed: every acknowledged ADD is there after
+    /// the restart, every acknowledged CANCEL is not, and SQLite's integrity check passes.
+    @Test func killNineNeverLosesAnAcknowledgedChange() throws {
+        let state = try makeTemporaryDirectory() + "/state"
+        var present = Set<String>()
+        var absent = Set<String>()
+        var counter = 0
+        for cycle in 0..<50 {
+            let daemon = try Daemon(stateDirectory: state)
+            // Everything acknowledged before is still true.
+            let names = Set(try daemon.listNames())
+            let lost = present.subtracting(names)
+            let back = absent.intersection(names)
+            #expect(lost.isEmpty, "cycle \(cycle): \(lost.count) of \(present.count) acknowledged jobs lost, e.g. \(lost.sorted().prefix(5)); listed \(names.count)")
+            #expect(back.isEmpty, "cycle \(cycle): \(back.count) cancelled jobs came back, e.g. \(back.sorted().prefix(5))")
+            let results = KillNineResults()
+            DispatchQueue.concurrentPerform(iterations: 3) { client in
+                guard let connection = try? Client(path: daemon.socket) else { return }
+                for step in 0..<40 {
+                    let name = "c\(cycle)-\(client)-\(step)"
+                    guard let reply = try? connection.request("ADD \(name) every=1h command=true") else { return }
+                    if reply == "OK" { results.added(name) }
+                    if step % 3 == 0 {
+                        // A CANCEL whose reply never came may or may not have happened.
+                        results.uncertain(name)
+                        if let cancel = try? connection.request("CANCEL \(name)"), cancel == "OK" { results.cancelled(name) }
+                    }
+                    if cycle % 2 == 0, step == 20, client == 0 {
+                        kill(daemon.process.processIdentifier, SIGKILL)
+                        results.markKilled()
+                    }
+                }
+            }
+            // Killed once per cycle, by PID, while it is certainly alive: mid-way by client 0 in even cycles,
+            // here in odd ones (never a second kill that could reach a reused PID).
+            if results.killed { daemon.process.waitUntilExit() } else { daemon.stop(signal: SIGKILL) }
+            let (added, cancelled, uncertain) = results.value
+            present.formUnion(added.subtracting(uncertain))
+            absent.formUnion(cancelled)
+            counter += added.count
+        }
+        #expect(counter > 1000, "only \(counter) ADDs were acknowledged")
+        let final = try Daemon(stateDirectory: state)
+        let names = Set(try final.listNames())
+        #expect(present.subtracting(names).isEmpty, "\(present.subtracting(names).count) acknowledged jobs lost")
+        #expect(absent.intersection(names).isEmpty, "\(absent.intersection(names).count) cancelled jobs came back")
+        final.stop(signal: SIGKILL)
+        let (store, recovered) = try StateStore.open(directory: state)
+        #expect(recovered == nil)
+        #expect(try store.integrityCheck() == "ok")
+        store.close()
+    }
+
+    @Test func aCorruptDatabaseIsMovedAsideAndTimerdStarts() throws {
+        let state = try makeTemporaryDirectory() + "/state"
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        try Data("this is not a database, it is a file that was damaged".utf8).write(to: URL(fileURLWithPath: state + "/state.db"))
+        let daemon = try Daemon(config: """
+            [job "cfg"]
+            every = 1h
+            command = true
+            """, stateDirectory: state)
+        #expect(try daemon.listNames() == ["cfg"])
+        let aside = try FileManager.default.contentsOfDirectory(atPath: state).filter { $0.hasPrefix("state.db.corrupt-") }
+        #expect(aside.count == 1, "\(aside)")
+        #expect(daemon.log.contains(aside.first ?? "state.db.corrupt-"), "\(daemon.log)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: state + "/" + (aside.first ?? ""))).count > 10)
+        #expect(try daemon.request("ADD fresh every=1h command=true") == "OK")
+    }
+}
+
+/// Lock-protected name sets for the kill -9 clients: acknowledged ADDs and CANCELs, and CANCELs sent.
+final class KillNineResults: @unchecked Sendable {
+    private let lock = NSLock()
+    private var addedNames = Set<String>()
+    private var cancelledNames = Set<String>()
+    private var uncertainNames = Set<String>()
+    private var wasKilled = false
+    func markKilled() { lock.lock(); wasKilled = true; lock.unlock() }
+    var killed: Bool { lock.lock(); defer { lock.unlock() }; return wasKilled }
+    func added(_ name: String) { lock.lock(); addedNames.insert(name); lock.unlock() }
+    func cancelled(_ name: String) { lock.lock(); cancelledNames.insert(name); lock.unlock() }
+    func uncertain(_ name: String) { lock.lock(); uncertainNames.insert(name); lock.unlock() }
+    var value: (Set<String>, Set<String>, Set<String>) {
+        lock.lock()
+        defer { lock.unlock() }
+        return (addedNames, cancelledNames, uncertainNames)
+    }
+}
+
+/// RFC 3339 with microseconds, UTC, from epoch seconds.
+func rfc3339(_ seconds: Double) -> String {
+    rfc3339Micro(Date(timeIntervalSince1970: seconds))
+}

@@ -1,0 +1,420 @@
+import Dispatch
+import Glibc
+import Synchronization
+import Testing
+import TimerdCore
+@testable import TimerdStore
+
+@Suite struct StateStoreTests {
+    static let trickyOptions = [
+        KeyValue("every", "5m"),
+        KeyValue("command", "echo \"quoted\" 'single' \\back\\slash $HOME; exit 0"),
+        KeyValue("env", "A=b=c==d"),
+        KeyValue("env", "MULTI=line one\nline two\r\n\ttabbed"),
+        KeyValue("meta", "greeting=héllo wörld ✓ 日本語 🎉"),
+        KeyValue("header", "X-Json: {\"a\":[1,2],\"b\":\"]\"}"),
+        KeyValue("tag", ""),
+        KeyValue("body", "ctl \u{01}\u{1F}\u{7F} / \u{2028}"),
+        KeyValue("[\"odd\",\"key\"]", "],["),
+    ]
+
+    @Test func jobsRunsAndConfigFiresRoundTripAcrossReopen() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let jobs = [
+            StoredJob(
+                name: "zeta", options: Self.trickyOptions, paused: true, runs: 42,
+                addedAt: WallTime(nanosecondsSinceEpoch: -1_234_567_891), lastScheduled: t0, anchor: t0 + .seconds(-3600)),
+            StoredJob(name: "alpha", options: [], addedAt: t0),
+            StoredJob(name: "mid", options: [KeyValue("at", "2026-11-29T16:00:00Z")], runs: 1, addedAt: t0 + .nanoseconds(1)),
+        ]
+        let runs = [
+            StoredRun(
+                job: "zeta", run: 41, scheduledAt: nil, startedAt: t0, endedAt: t0 + .seconds(2), result: "timeout",
+                exitCode: nil, httpStatus: 503, latenessMs: 12.625, output: "tail with NUL \u{0} inside\nand ünïcode\n"),
+            StoredRun(
+                job: "zeta", run: 42, scheduledAt: t0 + .seconds(60), startedAt: t0 + .seconds(61),
+                endedAt: t0 + .seconds(62), result: "failed", exitCode: -9, httpStatus: nil, latenessMs: nil, output: ""),
+        ]
+        do {
+            let (store, recovered) = try StateStore.open(directory: dir.path)
+            #expect(recovered == nil)
+            try store.applyAndWait(
+                jobs.map { .putJob($0) } + runs.map { .recordRun($0, keep: 10) }
+                    + [.recordConfigJobFire("from-config", lastScheduled: t0), .recordConfigJobFire("other", lastScheduled: t0)])
+            try store.applyAndWait([.recordConfigJobFire("other", lastScheduled: t0 + .seconds(5))])
+            #expect(try store.jobs() == jobs.sorted { $0.name < $1.name })
+            store.close()
+        }
+        let (store, recovered) = try StateStore.open(directory: dir.path)
+        defer { store.close() }
+        #expect(recovered == nil)
+        #expect(try store.jobs() == jobs.sorted { $0.name < $1.name })
+        #expect(try store.jobs().map(\.name) == ["alpha", "mid", "zeta"])
+        #expect(try store.history(job: "zeta", limit: 10) == runs.reversed())
+        #expect(try store.history(job: "zeta", limit: 1) == [runs[1]])
+        #expect(try store.history(job: "zeta", limit: 0) == [])
+        #expect(try store.history(job: "nobody", limit: 10) == [])
+        #expect(try store.configJobFires() == ["from-config": t0, "other": t0 + .seconds(5)])
+        #expect(try store.integrityCheck() == "ok")
+    }
+
+    @Test func updatesPauseFireAndReplace() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let (store, _) = try StateStore.open(directory: dir.path)
+        defer { store.close() }
+        try store.applyAndWait([.putJob(job("a")), .recordRun(run("a", 1), keep: 5)])
+        try store.applyAndWait([.setPaused("a", true), .recordFire("a", runs: 7, lastScheduled: t0 + .seconds(70))])
+        var expected = job("a")
+        expected.paused = true
+        expected.runs = 7
+        expected.lastScheduled = t0 + .seconds(70)
+        #expect(try store.jobs() == [expected])
+        // An unscheduled fire (RUN) counts but keeps the last scheduled time.
+        try store.applyAndWait([.recordFire("a", runs: 8, lastScheduled: nil), .setPaused("a", false)])
+        expected.runs = 8
+        expected.paused = false
+        #expect(try store.jobs() == [expected])
+        // Changes naming a job that is not stored do nothing (and do not fail the batch).
+        try store.applyAndWait([.setPaused("ghost", true), .recordFire("ghost", runs: 1, lastScheduled: t0)])
+        #expect(try store.jobs() == [expected])
+        // putJob replaces the whole row and keeps the runs.
+        let replaced = StoredJob(name: "a", options: [KeyValue("in", "1h")], runs: 0, addedAt: t0 + .seconds(1))
+        try store.applyAndWait([.putJob(replaced)])
+        #expect(try store.jobs() == [replaced])
+        #expect(try store.history(job: "a", limit: 5).count == 1)
+    }
+
+    @Test func optionsAreStoredAsJSONThatSQLiteReads() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let (store, _) = try StateStore.open(directory: dir.path)
+        try store.applyAndWait([.putJob(job("j", options: Self.trickyOptions))])
+        store.close()
+        let database = try Database(path: dir.path + "/state.db")
+        defer { database.close() }
+        let stored = try database.strings("SELECT options FROM jobs")[0]
+        #expect(try database.query("SELECT json_valid(?1)", [.text(stored)]) { $0.int(0) } == [1])
+        let pairs = try database.query(
+            "SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?1) ORDER BY key",
+            [.text(stored)]
+        ) { KeyValue($0.text(0), $0.text(1)) }
+        #expect(pairs == Self.trickyOptions)
+        // And the other way: SQLite's own JSON (with its escapes) decodes to the same options.
+        for option in Self.trickyOptions {
+            let json = try database.query(
+                "SELECT json_array(json_array(?1, ?2))", [.text(option.key), .text(option.value)]) { $0.text(0) }[0]
+            #expect(try OptionsCoding.decode(json) == [option])
+        }
+        #expect(try OptionsCoding.decode(#" [ [ "k" , "\u00e9\ud83c\udf89\/" ] ] "#) == [KeyValue("k", "é🎉/")])
+        #expect(try OptionsCoding.decode("[]") == [])
+        for bad in ["", "[", "[[\"a\"]]", "[[\"a\",\"b\"]", "[[\"a\",\"b\"]]x", "[[\"a\",1]]", "[[\"\\ud800\",\"\"]]",
+            "[[\"a\n\",\"\"]]"]
+        {
+            #expect(throws: StoreError.self) { try OptionsCoding.decode(bad) }
+        }
+    }
+
+    @Test func groupCommitSharesTransactions() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let (store, _) = try StateStore.open(directory: dir.path)
+        defer { store.close() }
+        let before = store.transactions
+        let succeeded = Atomic<Int>(0)
+        let order = Mutex<[Int]>([])
+        for index in 0..<1000 {
+            store.apply([.putJob(job("job-\(index)"))]) { result in
+                if case .success = result { succeeded.add(1, ordering: .relaxed) }
+                order.withLock { $0.append(index) }
+            }
+        }
+        try store.applyAndWait([.putJob(job("last"))])
+        let transactions = store.transactions - before
+        // Every submission before applyAndWait is committed (and told) by the time it returns.
+        #expect(succeeded.load(ordering: .relaxed) == 1000)
+        #expect(order.withLock { $0 } == Array(0..<1000))
+        #expect(try store.jobs().count == 1001)
+        // One fsync for many: a handful of transactions, not 1001.
+        #expect(transactions >= 1)
+        #expect(transactions <= 20, "\(transactions) transactions for 1001 submissions")
+        print("group commit: 1001 submissions in \(transactions) transactions")
+    }
+
+    @Test func historyIsPrunedToKeep() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let (store, _) = try StateStore.open(directory: dir.path)
+        defer { store.close() }
+        for number in 1...10 {
+            try store.applyAndWait([.recordRun(run("a", number), keep: 3), .recordRun(run("b", number), keep: 100)])
+        }
+        #expect(try store.history(job: "a", limit: 100).map(\.run) == [10, 9, 8])
+        #expect(try store.history(job: "b", limit: 100).map(\.run) == Array((1...10).reversed()))
+        #expect(try store.history(job: "b", limit: 4).map(\.run) == [10, 9, 8, 7])
+        // Shrinking keep prunes at the next run; keep 0 keeps nothing.
+        try store.applyAndWait([.recordRun(run("b", 11), keep: 2)])
+        #expect(try store.history(job: "b", limit: 100).map(\.run) == [11, 10])
+        try store.applyAndWait([.recordRun(run("a", 11), keep: 0)])
+        #expect(try store.history(job: "a", limit: 100) == [])
+    }
+
+    @Test func deleteJobRemovesItsRunsOnly() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let (store, _) = try StateStore.open(directory: dir.path)
+        defer { store.close() }
+        try store.applyAndWait([
+            .putJob(job("a")), .putJob(job("b")), .recordRun(run("a", 1), keep: 10), .recordRun(run("a", 2), keep: 10),
+            .recordRun(run("b", 1), keep: 10), .recordConfigJobFire("a", lastScheduled: t0),
+        ])
+        try store.applyAndWait([.deleteJob("a")])
+        #expect(try store.jobs().map(\.name) == ["b"])
+        #expect(try store.history(job: "a", limit: 10) == [])
+        #expect(try store.history(job: "b", limit: 10) == [run("b", 1)])
+        // The config-job table is separate.
+        #expect(try store.configJobFires() == ["a": t0])
+        try store.applyAndWait([.deleteJob("never-existed")])
+    }
+
+    @Test func migrationStepsRunForwardAndANewerFileIsMovedAside() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path + "/state.db"
+        // Version 0 -> 1 on an existing empty file.
+        try writeBytes(path, [])
+        do {
+            let (store, recovered) = try StateStore.open(directory: dir.path)
+            #expect(recovered == nil)
+            try store.applyAndWait([.putJob(job("kept")), .recordRun(run("kept", 1), keep: 5)])
+            store.close()
+        }
+        do {
+            let database = try Database(path: path)
+            #expect(try database.userVersion == 1)
+            database.close()
+        }
+        // A later build's step: ADD COLUMN with a default, on the existing rows.
+        let v2 = Schema.migrations + [
+            Migration(version: 2, statements: ["ALTER TABLE jobs ADD COLUMN note TEXT NOT NULL DEFAULT 'none'"])
+        ]
+        do {
+            let (store, recovered) = try StateStore.open(directory: dir.path, migrations: v2, synchronous: .full)
+            #expect(recovered == nil)
+            #expect(try store.jobs() == [job("kept")])
+            #expect(try store.history(job: "kept", limit: 5) == [run("kept", 1)])
+            store.close()
+            let database = try Database(path: path)
+            #expect(try database.userVersion == 2)
+            #expect(try database.strings("SELECT note FROM jobs") == ["none"])
+            database.close()
+        }
+        // Reopening at version 2 runs nothing more.
+        do {
+            let (store, recovered) = try StateStore.open(directory: dir.path, migrations: v2, synchronous: .full)
+            #expect(recovered == nil)
+            #expect(try store.jobs().count == 1)
+            store.close()
+        }
+        // This build (version 1) does not downgrade: the file is moved aside, untouched.
+        let before = try readBytes(path)
+        let (store, recovered) = try StateStore.open(directory: dir.path)
+        defer { store.close() }
+        let message = try #require(recovered)
+        #expect(message.contains("schema version 2, newer than this build knows (1)"))
+        let aside = try #require(dir.entries().first { $0.hasPrefix("state.db.corrupt-") && !$0.hasSuffix("-wal") && !$0.hasSuffix("-shm") })
+        #expect(message.contains(dir.path + "/" + aside))
+        #expect(try readBytes(dir.path + "/" + aside) == before)
+        #expect(try store.jobs() == [])
+    }
+
+    @Test func failingMigrationLeavesTheVersionAlone() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let bad = Schema.migrations + [
+            Migration(version: 2, statements: ["ALTER TABLE jobs ADD COLUMN x INTEGER", "ALTER TABLE nowhere ADD COLUMN y"])
+        ]
+        #expect(throws: StoreError.self) {
+            _ = try StateStore.open(directory: dir.path, migrations: bad, synchronous: .full)
+        }
+        let database = try Database(path: dir.path + "/state.db")
+        defer { database.close() }
+        #expect(try database.userVersion == 1)
+        // The step's first statement was rolled back with it.
+        #expect(try database.query("SELECT count(*) FROM pragma_table_info('jobs') WHERE name = 'x'") { $0.int(0) } == [0])
+    }
+
+    @Test func garbageFileIsMovedAsideWithItsWAL() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path + "/state.db"
+        let bytes = garbage(10_000)
+        try writeBytes(path, bytes)
+        try writeBytes(path + "-wal", Array("not a wal".utf8))
+        let (store, recovered) = try StateStore.open(directory: dir.path)
+        defer { store.close() }
+        let message = try #require(recovered)
+        #expect(message.contains("is not a SQLite database"))
+        let aside = try #require(
+            dir.entries().first { $0.hasPrefix("state.db.corrupt-") && !$0.hasSuffix("-wal") && !$0.hasSuffix("-shm") })
+        #expect(aside.wholeMatch(of: /state\.db\.corrupt-\d{8}T\d{6}Z/) != nil, "\(aside)")
+        #expect(message.contains("moved it to \(dir.path)/\(aside)"))
+        #expect(try readBytes(dir.path + "/" + aside) == bytes)
+        #expect(try readBytes(dir.path + "/" + aside + "-wal") == Array("not a wal".utf8))
+        // The fresh database works.
+        try store.applyAndWait([.putJob(job("fresh"))])
+        #expect(try store.jobs() == [job("fresh")])
+        #expect(try store.integrityCheck() == "ok")
+    }
+
+    @Test func corruptPagesFailQuickCheckAndAreMovedAside() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path + "/state.db"
+        do {
+            let (store, _) = try StateStore.open(directory: dir.path)
+            let big = String(repeating: "x", count: 3000)
+            try store.applyAndWait((0..<200).map { .putJob(job("job-\($0)", options: [KeyValue("command", big)])) })
+            store.close()
+        }
+        let size = try readBytes(path).count
+        #expect(size > 20 * 4096)
+        // Scribble over pages in the middle (page 1, the header and schema, stays intact).
+        try writeBytes(path, garbage(8 * 4096), at: 8 * 4096)
+        // A log SQLite cannot use: it must be moved aside too, not deleted on close.
+        let wal = Array("not a wal".utf8)
+        try writeBytes(path + "-wal", wal)
+        let corrupted = try readBytes(path)
+        let (store, recovered) = try StateStore.open(directory: dir.path)
+        defer { store.close() }
+        let message = try #require(recovered)
+        #expect(message.contains("integrity check") || message.contains("corrupt"), "\(message)")
+        let aside = try #require(
+            dir.entries().first { $0.hasPrefix("state.db.corrupt-") && !$0.hasSuffix("-wal") && !$0.hasSuffix("-shm") })
+        #expect(try readBytes(dir.path + "/" + aside) == corrupted)
+        #expect(try readBytes(dir.path + "/" + aside + "-wal") == wal)
+        #expect(try store.jobs() == [])
+        #expect(try store.integrityCheck() == "ok")
+    }
+
+    @Test func sqliteHeaderFollowedByGarbageIsMovedAside() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let bytes = Array("SQLite format 3\0".utf8) + garbage(5000)
+        try writeBytes(dir.path + "/state.db", bytes)
+        let (store, recovered) = try StateStore.open(directory: dir.path)
+        defer { store.close() }
+        let message = try #require(recovered)
+        #expect(message.contains("not a SQLite database") || message.contains("corrupt"), "\(message)")
+        let aside = try #require(dir.entries().first { $0.hasPrefix("state.db.corrupt-") })
+        #expect(try readBytes(dir.path + "/" + aside) == bytes)
+        try store.applyAndWait([.putJob(job("a"))])
+        #expect(try store.jobs().count == 1)
+    }
+
+    @Test func versionNinetyNineIsMovedAside() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.path + "/state.db"
+        do {
+            let database = try Database(path: path)
+            try database.executeScript("CREATE TABLE future (x); INSERT INTO future VALUES (1); PRAGMA user_version = 99")
+            database.close()
+        }
+        let (store, recovered) = try StateStore.open(directory: dir.path)
+        let message = try #require(recovered)
+        #expect(message.contains("schema version 99"))
+        try store.applyAndWait([.putJob(job("a"))])
+        store.close()
+        let aside = try #require(dir.entries().first { $0.hasPrefix("state.db.corrupt-") })
+        let old = try Database(path: dir.path + "/" + aside)
+        defer { old.close() }
+        #expect(try old.userVersion == 99)
+        #expect(try old.strings("SELECT x FROM future") == ["1"])
+    }
+
+    @Test func repeatedRecoveriesNeverOverwriteEachOther() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        var contents: [[UInt8]] = []
+        for round in 0..<3 {
+            let bytes = Array("garbage round \(round) ".utf8) + garbage(600)
+            contents.append(bytes)
+            try writeBytes(dir.path + "/state.db", bytes)
+            let (store, recovered) = try StateStore.open(directory: dir.path)
+            #expect(recovered != nil)
+            store.close()
+        }
+        let aside = dir.entries().filter { $0.hasPrefix("state.db.corrupt-") && !$0.hasSuffix("-wal") && !$0.hasSuffix("-shm") }
+        #expect(aside.count == 3)
+        #expect(Set(try aside.map { try readBytes(dir.path + "/" + $0) }) == Set(contents))
+    }
+
+    @Test func createsPrivateDirectoryAndFile() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let nested = dir.path + "/a/b/state"
+        let (store, _) = try StateStore.open(directory: nested)
+        defer { store.close() }
+        #expect(fileMode(dir.path + "/a") == 0o700)
+        #expect(fileMode(nested) == 0o700)
+        #expect(fileMode(nested + "/state.db") == 0o600)
+        #expect(try store.integrityCheck() == "ok")
+        try writeBytes(dir.path + "/file", [])
+        #expect(throws: StoreError.self) { _ = try StateStore.open(directory: dir.path + "/file") }
+    }
+
+    @Test func walModeAndFullSync() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let (store, _) = try StateStore.open(directory: dir.path)
+        defer { store.close() }
+        try store.applyAndWait([.putJob(job("a"))])
+        #expect(dir.entries().contains("state.db-wal"))
+        let database = try Database(path: dir.path + "/state.db")
+        defer { database.close() }
+        #expect(try database.strings("PRAGMA journal_mode") == ["wal"])
+    }
+
+    @Test func doneMayUseTheStoreAndCloseFailsLaterCalls() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let (store, _) = try StateStore.open(directory: dir.path)
+        let seen = Mutex<[String]?>(nil)
+        let finished = DispatchSemaphore(value: 0)
+        store.apply([.putJob(job("a"))]) { _ in
+            // Reads and waits from inside `done` run in place instead of deadlocking.
+            try? store.applyAndWait([.putJob(job("b"))])
+            seen.withLock { $0 = (try? store.jobs())?.map(\.name) }
+            finished.signal()
+        }
+        finished.wait()
+        #expect(seen.withLock { $0 } == ["a", "b"])
+        store.close()
+        #expect(throws: StoreError.self) { try store.jobs() }
+        #expect(throws: StoreError.self) { try store.applyAndWait([.putJob(job("c"))]) }
+        let failed = Mutex<Bool>(false)
+        let told = DispatchSemaphore(value: 0)
+        store.apply([.putJob(job("d"))]) { result in
+            if case .failure = result { failed.withLock { $0 = true } }
+            told.signal()
+        }
+        told.wait()
+        #expect(failed.withLock { $0 })
+        store.close()
+    }
+
+    @Test func closeCommitsPendingChanges() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        do {
+            let (store, _) = try StateStore.open(directory: dir.path)
+            for index in 0..<50 { store.apply([.putJob(job("j\(index)"))]) { _ in } }
+            store.close()
+        }
+        let (store, _) = try StateStore.open(directory: dir.path)
+        defer { store.close() }
+        #expect(try store.jobs().count == 50)
+    }
+}

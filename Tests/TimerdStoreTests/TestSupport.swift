@@ -1,0 +1,95 @@
+import Glibc
+import Testing
+import TimerdCore
+@testable import TimerdStore
+
+/// A fresh directory under /tmp, removed (with everything in it) by `remove()`.
+struct TemporaryDirectory {
+    let path: String
+
+    init() throws {
+        var template = Array("/tmp/timerd-store-test.XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { throw StoreError("mkdtemp failed") }
+        path = String(cString: made)
+    }
+
+    func remove() { Self.removeTree(path) }
+
+    static func removeTree(_ path: String) {
+        if let dir = opendir(path) {
+            while let entry = readdir(dir) {
+                let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                    String(cString: raw.baseAddress!.assumingMemoryBound(to: CChar.self))
+                }
+                if name == "." || name == ".." { continue }
+                removeTree(path + "/" + name)
+            }
+            closedir(dir)
+            rmdir(path)
+        } else {
+            unlink(path)
+        }
+    }
+
+    /// The names in the directory, sorted.
+    func entries() -> [String] {
+        var names: [String] = []
+        guard let dir = opendir(path) else { return [] }
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(cString: raw.baseAddress!.assumingMemoryBound(to: CChar.self))
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        closedir(dir)
+        return names.sorted()
+    }
+}
+
+func writeBytes(_ path: String, _ bytes: [UInt8], at offset: Int? = nil) throws {
+    let fd = offset == nil ? open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600) : open(path, O_WRONLY)
+    guard fd >= 0 else { throw StoreError("open \(path) failed") }
+    defer { close(fd) }
+    let written = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(offset ?? 0)) }
+    guard written == bytes.count else { throw StoreError("write \(path) failed") }
+}
+
+func readBytes(_ path: String) throws -> [UInt8] {
+    let fd = open(path, O_RDONLY)
+    guard fd >= 0 else { throw StoreError("open \(path) failed") }
+    defer { close(fd) }
+    var result: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65_536)
+    while true {
+        let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        guard count > 0 else { break }
+        result += buffer[0..<count]
+    }
+    return result
+}
+
+func fileMode(_ path: String) -> UInt32 {
+    var info = stat()
+    return stat(path, &info) == 0 ? info.st_mode & 0o7777 : 0
+}
+
+/// Deterministic bytes that are not a database.
+func garbage(_ count: Int) -> [UInt8] {
+    var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+    return (0..<count).map { _ in
+        state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+        return UInt8(truncatingIfNeeded: state >> 33)
+    }
+}
+
+let t0 = WallTime(seconds: 1_795_000_000, nanoseconds: 123_456_789)
+
+func job(_ name: String, options: [KeyValue] = [KeyValue("every", "5m"), KeyValue("command", "true")]) -> StoredJob {
+    StoredJob(name: name, options: options, addedAt: t0)
+}
+
+func run(_ job: String, _ number: Int, result: String = "ok") -> StoredRun {
+    StoredRun(
+        job: job, run: number, scheduledAt: t0 + .seconds(number), startedAt: t0 + .seconds(number),
+        endedAt: t0 + .seconds(number) + .milliseconds(5), result: result, exitCode: 0, output: "run \(number)\n")
+}
