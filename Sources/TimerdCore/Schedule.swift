@@ -7,10 +7,11 @@ public enum Schedule: Equatable, Sendable {
     case after(delay: Duration)
     /// Fires once at a wall-clock instant (`at=`).
     case at(WallTime)
-    /// A crontab expression (`cron=`); `@reboot` fires once when the daemon starts.
-    case cron(CronExpression)
+    /// A crontab expression (`cron=`); `@reboot` fires once when the daemon starts. Indirect (like
+    /// `calendar`): the parsed forms are large, and every job's spec holds a `Schedule` inline.
+    indirect case cron(CronExpression)
     /// A systemd calendar event (`calendar=`).
-    case calendar(CalendarSpec)
+    indirect case calendar(CalendarSpec)
 
     public var repeats: Bool {
         switch self {

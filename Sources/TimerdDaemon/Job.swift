@@ -80,8 +80,14 @@ struct Job {
     var nextMono: UInt64?
     /// Wall-clock deadline of the next fire (for `at`, cron and calendar, jitter included), or nil.
     var nextWall: WallTime?
-    /// A cron or calendar job's schedule, resolved in its time zone when the job was added.
-    var civil: CivilSchedule?
+    /// A cron or calendar job's schedule, resolved in its time zone when the job was added. Boxed: a
+    /// schedule with its zone is several hundred bytes, and most jobs have none (a `Job` is stored per
+    /// job, so every byte here counts at 100,000 jobs).
+    var civil: CivilSchedule? {
+        get { civilBox?.schedule }
+        set { civilBox = newValue.map(CivilBox.init) }
+    }
+    private var civilBox: CivilBox?
     /// The scheduled time (jitter not included) of a cron or calendar job's next fire.
     var nextNominal: WallTime?
     /// Where a cron or calendar schedule counts from: when it was armed, then each fire's scheduled time.
@@ -132,6 +138,12 @@ struct Job {
         self.spec = spec
         self.origin = origin
     }
+}
+
+/// Holds a `CivilSchedule` out of line (see `Job.civil`).
+final class CivilBox: Sendable {
+    let schedule: CivilSchedule
+    init(_ schedule: CivilSchedule) { self.schedule = schedule }
 }
 
 enum JobStateValue: String, Sendable {

@@ -278,3 +278,11 @@ func settle(_ registry: Registry) async {
         #expect(try await registry.show(JobName("h")).held_since == nil)
     }
 }
+
+/// A job is stored once per job: its inline size is what 100,000 jobs multiply (docs/performance.md).
+@Suite struct JobLayoutTests {
+    @Test func aJobStaysSmall() {
+        #expect(MemoryLayout<Job>.size <= 1_100, "Job is \(MemoryLayout<Job>.size) bytes inline")
+        print("MemoryLayout<Job>.size = \(MemoryLayout<Job>.size), JobSpec = \(MemoryLayout<JobSpec>.size)")
+    }
+}
