@@ -145,7 +145,10 @@ import TimerdStore
             }
             // Killed once per cycle, by PID, while it is certainly alive: mid-way by client 0 in even cycles,
             // here in odd ones (never a second kill that could reach a reused PID).
+            #expect(results.killed || daemon.process.isRunning, "cycle \(cycle): timerd exited on its own; log:\n\(daemon.log.suffix(3000))")
             if results.killed { daemon.process.waitUntilExit() } else { daemon.stop(signal: SIGKILL) }
+            #expect(daemon.process.terminationReason == .uncaughtSignal && daemon.process.terminationStatus == SIGKILL,
+                    "cycle \(cycle): timerd ended with \(daemon.process.terminationStatus), not by our SIGKILL; log:\n\(daemon.log.suffix(3000))")
             let (added, cancelled, uncertain) = results.value
             present.formUnion(added.subtracting(uncertain))
             absent.formUnion(cancelled)

@@ -127,7 +127,8 @@ import TimerdSystem
         // Default SIGTERM disposition: it kills.
         #expect(try child.signal(.term))
         #expect(try child.pidfd.waitReadable(timeoutMilliseconds: 10_000))
-        #expect(try child.waitExit() == .signaled(.term))
+        let status = try child.waitExit()
+        #expect(status == .signaled(.term), "child \(child.pid) ended with \(String(describing: status))")
         try child.pidfd.close()
     }
 
