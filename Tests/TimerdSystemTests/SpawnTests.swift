@@ -110,8 +110,10 @@ import TimerdSystem
                     with: Result {
                         try Signals.blockAllInCurrentThread()
                         let mask = try procStatusField("thread-self", "SigBlk")
+                        // Long enough to outlast a test run that starves this async test of threads: the
+                        // child must end by the SIGTERM below, never by finishing its sleep.
                         let child = try Spawn.run(
-                            program: "/bin/sleep", arguments: ["30"], environment: [:], output: devNull)
+                            program: "/bin/sleep", arguments: ["600"], environment: [:], output: devNull)
                         return (child, mask)
                     })
             }
