@@ -34,7 +34,7 @@ CONFDIR      := /etc/timerd
 INSTALL      ?= install
 DOCS         := README.md $(sort $(wildcard docs/*.md))
 
-.PHONY: all deps oracle-deps bench-deps build run test test-install bench bench-state check-config install uninstall clean help
+.PHONY: all deps oracle-deps bench-deps build run test test-install bench bench-state fuzz check-config install uninstall clean help
 
 all: build
 
@@ -50,6 +50,7 @@ help:
 	@echo "make bench         benchmarks (about 12 minutes): lateness vs systemd timers, 100,000 jobs,"
 	@echo "                   runs/s, idle cost; report and plot in bench/results/ (docs/performance.md)"
 	@echo "make bench-state   durability: cost per durable ADD, lateness while writing, kill -9 loop"
+	@echo "make fuzz          libFuzzer over the core parsers for FUZZ_SECONDS (default 600)"
 	@echo "make clean         remove build products and the run/ directory"
 
 # Install only what is missing; `apt-get update` only when something is.
@@ -107,6 +108,17 @@ bench: bench-deps build
 # kill -9 in a loop (BENCH_KILL_CYCLES, default 200). About 20 minutes; see docs/performance.md.
 bench-state: build
 	python3 bench/durability.py $(CURDIR)/.build/release/timerd $(CURDIR)/bench/results/state $${BENCH_KILL_CYCLES:-200}
+
+# libFuzzer over TimerdCore's parsers (cron, calendar, durations, RFC 3339, TZ rules, TZif files), built
+# outside SwiftPM with the sources and fuzz/CoreParsers.swift. FUZZ_SECONDS (default 600); new inputs
+# go to .build/fuzz/corpus (seeded from fuzz/corpus/core), crashes to .build/fuzz/crash-*.
+FUZZ_SECONDS ?= 600
+fuzz: deps
+	@mkdir -p .build/fuzz/corpus
+	swiftc -O -sanitize=fuzzer,address -parse-as-library -package-name timerd -module-name TimerdCore \
+		Sources/TimerdCore/*.swift fuzz/CoreParsers.swift -use-ld=lld -o .build/fuzz/core-parsers
+	SWIFT_BACKTRACE=enable=no .build/fuzz/core-parsers -max_total_time=$(FUZZ_SECONDS) \
+		-artifact_prefix=.build/fuzz/ -print_final_stats=1 .build/fuzz/corpus fuzz/corpus/core
 
 # Installs into a temporary DESTDIR and checks files, modes, units, man pages, completion, uninstall.
 test-install: build
