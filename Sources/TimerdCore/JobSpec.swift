@@ -212,7 +212,7 @@ public struct JobSpec: Equatable, Sendable {
         }
         var fixedJitter = false
         if let text = single["fixed_jitter"] {
-            fixedJitter = try Self.flag(text, key: "fixed_jitter")
+            fixedJitter = try ExecRequest.parseBool(text, key: "fixed_jitter")
             guard single["jitter"] != nil else {
                 throw TimerdError(.badArgument, "fixed_jitter applies only with jitter=DUR", key: "fixed_jitter")
             }
@@ -343,13 +343,6 @@ public struct JobSpec: Equatable, Sendable {
         return (timezone, gap, repeated)
     }
 
-    static func flag(_ text: String, key: String) throws(TimerdError) -> Bool {
-        switch text.lowercased() {
-        case "yes", "true", "on", "1": return true
-        case "no", "false", "off", "0": return false
-        default: throw TimerdError(.badArgument, "\(key): expected yes or no, got \"\(text)\"", key: key)
-        }
-    }
 
     /// The `webhook=` action with its keys.
     private static func webhook(url: String, single: [String: String], headers: [String], meta: [KeyValue]) throws(TimerdError) -> Webhook {
@@ -395,13 +388,7 @@ public struct JobSpec: Equatable, Sendable {
             guard path.hasPrefix("/") else { throw TimerdError(.badArgument, "ca_file must be an absolute path, got \"\(path)\"", key: "ca_file") }
             hook.caFile = path
         }
-        if let text = single["insecure"] {
-            switch text.lowercased() {
-            case "yes", "true", "on", "1": hook.insecure = true
-            case "no", "false", "off", "0": hook.insecure = false
-            default: throw TimerdError(.badArgument, "insecure: expected yes or no, got \"\(text)\"", key: "insecure")
-            }
-        }
+        if let text = single["insecure"] { hook.insecure = try ExecRequest.parseBool(text, key: "insecure") }
         if hook.caFile != nil || hook.insecure, !hook.url.lowercased().hasPrefix("https://") {
             throw TimerdError(.badArgument, "\(hook.caFile != nil ? "ca_file" : "insecure") applies only to https:// URLs", key: hook.caFile != nil ? "ca_file" : "insecure")
         }
