@@ -88,6 +88,9 @@ package struct Flag: Sendable, Equatable {
         "env": ("NAME=VALUE", "Set an environment variable for the command (repeatable)."),
         "meta": ("KEY=VALUE", "Attach user info, passed as TIMERD_META_KEY (repeatable)."),
         "cwd": ("PATH", "Run in directory PATH (absolute; default /)."),
+        // Who the command runs as (docs/security.md).
+        "user": ("USER", "Run as USER (root only; other users' jobs always run as themselves)."),
+        "group": ("GROUP", "Run with primary group GROUP (root, or a group you are in)."),
         "owner": ("OWNER", "Cancel the job when its owner goes away: pid:N (when process N exits)."),
         "tag": ("TAG", "Label the job, to pause, resume, cancel or list by tag (repeatable)."),
         "modes": ("MODES", "Fire only in these daemon modes, comma-separated (default: default; common: every mode)."),

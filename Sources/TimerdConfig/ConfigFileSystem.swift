@@ -21,6 +21,32 @@ public protocol ConfigFileSystem {
     /// Existing paths matching the shell-style `pattern` (`*`, `?`, `[…]`, as glob(3) without flags),
     /// sorted; empty when nothing matches. Only called for patterns that contain a wildcard.
     func glob(_ pattern: String) -> [String]
+    /// Whether a user (or, with `group`, a group) of that name exists, for `user=`, `group=` and the
+    /// `[daemon]` account keys. The default says yes to every name.
+    func accountExists(_ name: String, group: Bool) -> Bool
+}
+
+extension ConfigFileSystem {
+    public func accountExists(_ name: String, group: Bool) -> Bool { true }
+}
+
+/// Sizes in bytes as config keys take them: a whole number with an optional binary suffix
+/// (`65536`, `512K`, `64M`, `1G`).
+public enum ByteCount {
+    public static func parse(_ text: String) -> Int? {
+        var digits = Substring(text)
+        var scale = 1
+        switch digits.last {
+        case "K", "k": scale = 1 << 10
+        case "M", "m": scale = 1 << 20
+        case "G", "g": scale = 1 << 30
+        default: break
+        }
+        if scale != 1 { digits = digits.dropLast() }
+        guard !digits.isEmpty, digits.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let number = Int(digits),
+              number <= Int.max / scale else { return nil }
+        return number * scale
+    }
 }
 
 /// A file system held in memory: for tests, and for checking config text that is not on disk.
@@ -28,6 +54,9 @@ public struct InMemoryConfigFileSystem: ConfigFileSystem, Sendable {
     public var files: [String: [UInt8]]
     /// Paths whose read fails with this reason (e.g. `Permission denied`), to exercise error paths.
     public var unreadable: [String: String]
+    /// The accounts that exist; nil: every name does.
+    public var users: Set<String>?
+    public var groups: Set<String>?
 
     public init(_ files: [String: String] = [:], unreadable: [String: String] = [:]) {
         self.files = files.mapValues { Array($0.utf8) }
@@ -43,6 +72,10 @@ public struct InMemoryConfigFileSystem: ConfigFileSystem, Sendable {
         if let reason = unreadable[path] { throw ConfigReadError(reason: reason) }
         guard let bytes = files[path] else { throw ConfigReadError(reason: "No such file or directory", isNotFound: true) }
         return bytes
+    }
+
+    public func accountExists(_ name: String, group: Bool) -> Bool {
+        (group ? groups : users)?.contains(name) ?? true
     }
 
     public func glob(_ pattern: String) -> [String] {

@@ -6,6 +6,7 @@ import TimerdCore
 public enum ConfigLoader {
     /// The keys of a `[daemon]` section.
     public static let daemonKeys = ["socket", "max_running", "stop_grace", "log", "metrics_file", "metrics_interval", "include"]
+        + AccessSettings.keys
 
     /// Loads the main config file at `path` and the files it includes.
     public static func load(path: String, fileSystem: some ConfigFileSystem) throws(ConfigErrors) -> Configuration {
@@ -190,10 +191,79 @@ private struct LoadSession<FileSystem: ConfigFileSystem> {
             } catch {
                 report(file, line, "metrics_interval: \(error.message)")
             }
+        case let key where AccessSettings.keys.contains(key):
+            if let problem = readAccess(key, value) { report(file, line, problem) }
         default:  // include
             guard !value.isEmpty else { return report(file, line, "include: empty pattern") }
             includes.append((ConfigPath.resolve(value, relativeTo: directory), line))
         }
+    }
+
+    /// Reads one access key into `settings.access`; returns the problem, if any.
+    private mutating func readAccess(_ key: String, _ value: String) -> String? {
+        func whole(_ range: ClosedRange<Int>) -> Int? {
+            guard !value.isEmpty, value.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let number = Int(value),
+                  range.contains(number) else { return nil }
+            return number
+        }
+        func wholeProblem(_ range: ClosedRange<Int>) -> String {
+            "\(key): expected a whole number from \(range.lowerBound) to \(range.upperBound), got \"\(value)\""
+        }
+        func names(group: Bool) -> (list: [String]?, problem: String?) {
+            do {
+                let list = try AccountName.parseList(value, key: key)
+                if let missing = list.first(where: { !fileSystem.accountExists($0, group: group) }) {
+                    return (nil, "\(key): no such \(group ? "group" : "user") \"\(missing)\"")
+                }
+                return (list, nil)
+            } catch {
+                return (nil, error.message)
+            }
+        }
+        switch key {
+        case "socket_group":
+            let (list, problem) = names(group: true)
+            guard let list else { return problem }
+            guard list.count == 1 else { return "socket_group: give one group" }
+            settings.access.socketGroup = list[0]
+        case "allow_users":
+            let (list, problem) = names(group: false)
+            guard let list else { return problem }
+            settings.access.allowUsers = list
+        case "allow_groups":
+            let (list, problem) = names(group: true)
+            guard let list else { return problem }
+            settings.access.allowGroups = list
+        case "max_connections":
+            guard let number = whole(1...1_000_000) else { return wholeProblem(1...1_000_000) }
+            settings.access.maxConnections = number
+        case "max_connections_per_user":
+            guard let number = whole(1...1_000_000) else { return wholeProblem(1...1_000_000) }
+            settings.access.maxConnectionsPerUser = number
+        case "max_request_rate":
+            guard let number = whole(1...1_000_000) else { return wholeProblem(1...1_000_000) }
+            settings.access.maxRequestRate = number
+        case "user_max_jobs":
+            guard let number = whole(0...10_000_000) else { return wholeProblem(0...10_000_000) }
+            settings.access.userMaxJobs = number
+        case "user_max_runs_per_minute":
+            guard let number = whole(0...1_000_000) else { return wholeProblem(0...1_000_000) }
+            settings.access.userMaxRunsPerMinute = number
+        case "idle_timeout":
+            do {
+                let timeout = try DurationText.parse(value)
+                guard timeout >= .seconds(1) else { return "idle_timeout: must be at least 1s" }
+                settings.access.idleTimeout = timeout
+            } catch {
+                return "idle_timeout: \(error.message)"
+            }
+        default:  // max_output_memory
+            guard let bytes = ByteCount.parse(value), bytes >= 4_096 else {
+                return "max_output_memory: expected a size of at least 4K, like 65536, 512K, 64M or 1G, got \"\(value)\""
+            }
+            settings.access.maxOutputMemory = bytes
+        }
+        return nil
     }
 
     // MARK: [job "NAME"]
@@ -238,6 +308,13 @@ private struct LoadSession<FileSystem: ConfigFileSystem> {
         var builder = builder
         let file = builder.file
         var spec = builder.build(report: { report(file, $0, $1) })
+        // user= and group= must name accounts that exist (looked up like the zone, through the file system).
+        for (key, name, group) in [("user", spec?.user, false), ("group", spec?.group, true)] {
+            guard let name, !fileSystem.accountExists(name, group: group) else { continue }
+            let line = builder.options.last { $0.option.key == key }?.line ?? builder.line
+            report(file, line, "\(key): no such \(group ? "group" : "user") \"\(name)\"")
+            spec = nil
+        }
         // The zone must exist in the tz database, read through the same file system as the config.
         if let name = spec?.timezone {
             do {

@@ -16,6 +16,9 @@ public struct DaemonSettings: Equatable, Sendable {
     /// How often the metrics file is rewritten (`metrics_interval`, default 15s).
     public var metricsInterval: Duration = .seconds(15)
 
+    /// Who may do what over the control socket (`socket_group`, `allow_users`, limits; `docs/security.md`).
+    public var access = AccessSettings()
+
     public static let logTargets = ["auto", "journal", "stderr"]
 
     public init(
@@ -30,6 +33,32 @@ public struct DaemonSettings: Equatable, Sendable {
 
     /// The settings used when there is no config file or no `[daemon]` section.
     public static let defaults = DaemonSettings()
+}
+
+/// The access settings of the `[daemon]` section. Every limit has its default from `Limits`.
+public struct AccessSettings: Equatable, Sendable {
+    /// Group of the control socket file (mode 0660); nil: `timerd` if that group exists, else root only (0600).
+    public var socketGroup: String?
+    /// With either list set, only root, the listed users and members of the listed groups may add jobs.
+    public var allowUsers: [String]?
+    public var allowGroups: [String]?
+    public var maxConnections = Limits.defaultMaxConnections
+    public var maxConnectionsPerUser = Limits.defaultMaxConnectionsPerUser
+    /// Requests per second per connection of a non-root client.
+    public var maxRequestRate = Limits.defaultMaxRequestRate
+    public var idleTimeout = Limits.defaultIdleTimeout
+    public var userMaxJobs = Limits.defaultUserMaxJobs
+    public var userMaxRunsPerMinute = Limits.defaultUserMaxRunsPerMinute
+    /// Bytes of last-run output held in memory across all jobs.
+    public var maxOutputMemory = Limits.defaultMaxOutputMemory
+
+    public init() {}
+
+    /// The `[daemon]` keys read into these settings.
+    public static let keys = [
+        "socket_group", "allow_users", "allow_groups", "max_connections", "max_connections_per_user", "max_request_rate",
+        "idle_timeout", "user_max_jobs", "user_max_runs_per_minute", "max_output_memory",
+    ]
 }
 
 /// A job declared in a config file, with where it was declared.

@@ -78,6 +78,10 @@ public struct JobSpec: Equatable, Sendable {
     public var meta: [KeyValue]
     /// Working directory of the action (default `/`).
     public var cwd: String?
+    /// The user the action runs as (`user=`; nil: the job's owner, see `docs/security.md`).
+    public var user: String?
+    /// The primary group the action runs with (`group=`; nil: the user's own).
+    public var group: String?
     /// What the job's life is bound to: it is cancelled when its owner goes away (`owner=`).
     public var owner: Owner?
     /// Labels for acting on many jobs at once (`tag=`, repeatable).
@@ -95,9 +99,11 @@ public struct JobSpec: Equatable, Sendable {
         modes: [String] = [Mode.defaultName], onFailure: NotifyTarget? = nil, onRecovery: NotifyTarget? = nil,
         timezone: String? = nil, dstGap: DSTGap? = nil, dstRepeat: DSTRepeat? = nil, jitter: Duration = .zero,
         fixedJitter: Bool = false, misfire: MisfirePolicy = .skip, misfireGrace: Duration = Limits.defaultMisfireGrace,
-        historyLimit: Int = Limits.defaultHistoryLimit
+        historyLimit: Int = Limits.defaultHistoryLimit, user: String? = nil, group: String? = nil
     ) {
         self.name = name
+        self.user = user
+        self.group = group
         self.misfire = misfire
         self.misfireGrace = misfireGrace
         self.historyLimit = historyLimit
@@ -129,8 +135,15 @@ public struct JobSpec: Equatable, Sendable {
         "every", "start", "in", "at", "cron", "calendar", "timezone", "dst_gap", "dst_repeat", "jitter",
         "fixed_jitter", "misfire", "misfire_grace", "count", "leeway", "command", "argv", "webhook", "method", "header", "body",
         "content_type", "expect", "retries", "retry_backoff", "redirects", "ca_file", "insecure", "timeout",
-        "kill_grace", "overlap", "env", "meta", "cwd", "owner", "tag", "modes", "on_failure", "on_recovery",
+        "kill_grace", "overlap", "env", "meta", "cwd", "user", "group", "owner", "tag", "modes", "on_failure", "on_recovery",
         "history_limit",
+    ]
+    /// Keys anyone may see of anyone's job: the name, schedule, limits and labels. The rest (the action,
+    /// `env`, `meta`, `cwd`, hooks) is shown only to the job's owner and root (see `docs/security.md`).
+    public static let publicKeys: Set<String> = [
+        "every", "start", "in", "at", "cron", "calendar", "timezone", "dst_gap", "dst_repeat", "jitter", "fixed_jitter",
+        "misfire", "misfire_grace", "count", "leeway", "timeout", "kill_grace", "overlap", "user", "group", "owner", "tag",
+        "modes", "history_limit",
     ]
     /// Keys that may be given more than once.
     public static let repeatableKeys: Set<String> = ["env", "meta", "tag", "header"]
@@ -295,6 +308,11 @@ public struct JobSpec: Equatable, Sendable {
         }
         let timeout = try duration("timeout")
         if let timeout, timeout <= .zero { throw TimerdError(.badArgument, "timeout must be greater than 0", key: "timeout") }
+        let user = try single["user"].map { name throws(TimerdError) in try AccountName.validate(name, key: "user") }
+        let group = try single["group"].map { name throws(TimerdError) in try AccountName.validate(name, key: "group") }
+        if case .webhook = action, let key = user != nil ? "user" : group != nil ? "group" : nil {
+            throw TimerdError(.badArgument, "\(key) applies only to commands (webhooks are sent by timerd itself)", key: key)
+        }
 
         self.init(
             name: name, schedule: schedule, action: action, count: count, leeway: try duration("leeway") ?? .zero,
@@ -304,7 +322,7 @@ public struct JobSpec: Equatable, Sendable {
             onFailure: try single["on_failure"].map { text throws(TimerdError) in try NotifyTarget.parse(text, key: "on_failure") },
             onRecovery: try single["on_recovery"].map { text throws(TimerdError) in try NotifyTarget.parse(text, key: "on_recovery") },
             timezone: civil.timezone, dstGap: civil.gap, dstRepeat: civil.repeated, jitter: jitter, fixedJitter: fixedJitter,
-            misfire: misfire, misfireGrace: misfireGrace, historyLimit: historyLimit)
+            misfire: misfire, misfireGrace: misfireGrace, historyLimit: historyLimit, user: user, group: group)
     }
 
     /// `timezone`, `dst_gap` and `dst_repeat`, which only cron and calendar schedules take. The zone's
@@ -441,6 +459,8 @@ public struct JobSpec: Equatable, Sendable {
         list += env.map { KeyValue("env", "\($0.key)=\($0.value)") }
         list += meta.map { KeyValue("meta", "\($0.key)=\($0.value)") }
         if let cwd { list.append(KeyValue("cwd", cwd)) }
+        if let user { list.append(KeyValue("user", user)) }
+        if let group { list.append(KeyValue("group", group)) }
         if let owner { list.append(KeyValue("owner", owner.description)) }
         list += tags.map { KeyValue("tag", $0) }
         if modes != [Mode.defaultName] { list.append(KeyValue("modes", modes.joined(separator: ","))) }

@@ -22,4 +22,20 @@ public enum Limits {
     public static let defaultStopGrace = Duration.seconds(10)
     /// Shortest `every` interval accepted.
     public static let minimumInterval = Duration.milliseconds(10)
+
+    /// Daemon-wide cap on open control connections (`max_connections`).
+    public static let defaultMaxConnections = 16_384
+    /// Open control connections per non-root user (`max_connections_per_user`).
+    public static let defaultMaxConnectionsPerUser = 256
+    /// Requests per second one non-root connection may send (`max_request_rate`).
+    public static let defaultMaxRequestRate = 200
+    /// A connection that sends nothing for this long is closed, unless it watches or owns jobs (`idle_timeout`).
+    public static let defaultIdleTimeout = Duration.seconds(300)
+    /// Jobs one non-root user may have (`user_max_jobs`).
+    public static let defaultUserMaxJobs = 1_000
+    /// Runs one non-root user's jobs may start per minute, scheduled and by hand (`user_max_runs_per_minute`).
+    public static let defaultUserMaxRunsPerMinute = 600
+    /// Memory for the last output of every job held for `show` (`max_output_memory`); beyond it the oldest
+    /// outputs are dropped from memory (the history on disk keeps them).
+    public static let defaultMaxOutputMemory = 64 << 20
 }

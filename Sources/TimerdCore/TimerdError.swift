@@ -28,6 +28,17 @@ public struct TimerdError: Error, Equatable, Sendable, CustomStringConvertible {
         case busy = "busy"
         /// The config files are invalid; the running set was left as it was.
         case invalidConfig = "invalid-config"
+        /// The client may not do this: another user's job, a root-only verb or key, or not in the allow-list.
+        case permissionDenied = "permission-denied"
+        /// The client's user has as many jobs as `user_max_jobs` allows.
+        case tooManyJobs = "too-many-jobs"
+        /// Too many requests on this connection (`max_request_rate`), or too many runs started by hand for
+        /// this user (`user_max_runs_per_minute`); try again later.
+        case rateLimited = "rate-limited"
+        /// `max_connections` or `max_connections_per_user` is reached; the connection is closed.
+        case tooManyConnections = "too-many-connections"
+        /// The connection sent nothing for `idle_timeout`; it is closed.
+        case idleTimeout = "idle-timeout"
         /// The daemon is shutting down and accepts no new work.
         case shuttingDown = "shutting-down"
         /// An unexpected failure inside the daemon (a bug or an environment failure).

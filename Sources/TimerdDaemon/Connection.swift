@@ -14,6 +14,8 @@ actor Connection {
     nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
     nonisolated let id: Int
+    /// Who connected (`SO_PEERCRED`).
+    nonisolated let client: Client
     private let fd: FileDescriptor
     private let handler: ControlHandler
     private let log: Logger
@@ -31,16 +33,29 @@ actor Connection {
     /// A dropped watcher: only the drop notice is still to be written, then the connection closes.
     private var dropping = false
     private let registry: Registry
+    private let access: AccessControl
+    /// A non-root client's requests per second (`max_request_rate`).
+    private var requestBucket: TokenBucket
+    private var refusedForRate = 0
+    /// When the client last sent anything, for `idle_timeout` (monotonic ns).
+    private var lastInput: UInt64
+    private var idleCheckPending = false
 
     private static let maxQueuedRequests = 64
     private static let maxQueuedReplyBytes = 1 << 20
     /// A watcher that lets this much pile up is too slow and is dropped (the daemon never waits for it).
     private static let maxWatchBacklogBytes = 256 << 10
 
-    init(id: Int, fd: FileDescriptor, executor: QueueExecutor, handler: ControlHandler, log: Logger,
-         onClose: @escaping @Sendable (Int) -> Void) {
+    init(id: Int, fd: FileDescriptor, client: Client, executor: QueueExecutor, handler: ControlHandler, access: AccessControl,
+         log: Logger, onClose: @escaping @Sendable (Int) -> Void) {
         self.registry = handler.registry
         self.id = id
+        self.client = client
+        self.access = access
+        let now = SystemClock.monoNow()
+        let rate = access.settings.maxRequestRate
+        self.requestBucket = TokenBucket(capacity: rate, perSecond: Double(rate), now: now)
+        self.lastInput = now
         self.fd = fd
         self.executor = executor
         self.handler = handler
@@ -57,6 +72,50 @@ actor Connection {
             log.warning("control connection \(id): cannot watch the socket: \(error)")
             close()
         }
+        scheduleIdleCheck()
+    }
+
+    // MARK: - Idle timeout
+
+    /// Checks for idleness once `idle_timeout` after the last input; at most one check is pending.
+    private func scheduleIdleCheck() {
+        guard !idleCheckPending, !closed else { return }
+        idleCheckPending = true
+        let timeout = access.settings.idleTimeout
+        let due = lastInput &+ UInt64(timeout.components.seconds) * 1_000_000_000
+            &+ UInt64(timeout.components.attoseconds / 1_000_000_000)
+        executor.queue.asyncAfter(deadline: DispatchTime(uptimeNanoseconds: max(due, SystemClock.monoNow()))) { [self] in
+            self.assumeIsolated { $0.idleCheck() }
+        }
+    }
+
+    /// Closes the connection if it sent nothing for `idle_timeout`, has no request in progress, does not
+    /// watch, and owns no `owner=connection` jobs (those live as long as their connection).
+    private func idleCheck() {
+        idleCheckPending = false
+        guard !closed, !streaming, !dropping else { return }
+        let timeout = access.settings.idleTimeout
+        let idleFor = Duration.nanoseconds(Int64(SystemClock.monoNow() &- lastInput))
+        guard !busy, requests.isEmpty, idleFor >= timeout else { return scheduleIdleCheck() }
+        let registry = self.registry
+        let id = self.id
+        Task {
+            let owns = await registry.ownsJobs(connection: id)
+            self.idleVerdict(ownsJobs: owns, timeout: timeout)
+        }
+    }
+
+    private func idleVerdict(ownsJobs: Bool, timeout: Duration) {
+        guard !closed else { return }
+        let idleFor = Duration.nanoseconds(Int64(SystemClock.monoNow() &- lastInput))
+        guard !ownsJobs, !busy, requests.isEmpty, idleFor >= timeout, !streaming else {
+            if ownsJobs { lastInput = SystemClock.monoNow() }  // check again a full timeout later
+            return scheduleIdleCheck()
+        }
+        log.info("control connection \(id) (\(client.label)): closed after \(DurationText.format(timeout)) without a request (idle_timeout)")
+        out += Array((Reply(TimerdError(.idleTimeout, "no request for \(DurationText.format(timeout)) (idle_timeout); closing")).encode() + "\n").utf8)
+        flush()  // best effort: a client that does not read misses the notice
+        close()
     }
 
     /// Closes the connection now.
@@ -105,6 +164,7 @@ actor Connection {
             }
             return
         }
+        lastInput = SystemClock.monoNow()
         let lines = framer.append(chunk)
         if streaming || dropping { return }  // a watcher's input is ignored
         requests += lines
@@ -117,10 +177,20 @@ actor Connection {
         guard !busy, !closed, !requests.isEmpty else { return }
         busy = true
         let line = requests.removeFirst()
+        if !client.isAdmin, !requestBucket.take(now: SystemClock.monoNow()) {
+            refusedForRate += 1
+            let rate = access.settings.maxRequestRate
+            // 1st, 10th, 100th, … refusal: a log line each, not one per request.
+            if refusedForRate.isLogMilestone {
+                log.warning("control connection \(id) (\(client.label)): more than \(rate) requests/s (max_request_rate); \(refusedForRate) refused so far")
+            }
+            return replied(Reply(TimerdError(.rateLimited, "more than \(rate) requests per second on this connection (max_request_rate); slow down")))
+        }
         let handler = self.handler
         let id = self.id
+        let client = self.client
         Task {
-            let (reply, watch) = await handler.handleWatching(line, connection: id)
+            let (reply, watch) = await handler.handleWatching(line, connection: id, client: client)
             self.replied(reply, watch: watch)
         }
     }
@@ -147,8 +217,9 @@ actor Connection {
         let queue = executor.queue
         let registry = self.registry
         let id = self.id
+        let client = self.client
         Task {
-            await registry.addWatcher(id, filter: filter) { [self] line in
+            await registry.addWatcher(id, filter: filter, viewer: client) { [self] line in
                 queue.async { self.assumeIsolated { $0.pushEvent(line) } }
             }
         }

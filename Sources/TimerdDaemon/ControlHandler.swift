@@ -9,6 +9,10 @@ import TimerdSystem
 /// Bad input of any kind becomes an `ERR` reply; nothing here can stop the daemon or a connection.
 struct ControlHandler: Sendable {
     let registry: Registry
+    /// The access settings in force (allow-lists; the registry and connections enforce the limits).
+    let access: AccessControl
+    /// How users and groups are looked up (the system's account database; a fixed table in tests).
+    let accounts: any AccountDirectory
     /// Requests answered so far (for `STATS`).
     let requests = RequestCounter()
     /// Re-reads the config files and applies them (owned by the daemon, which knows the paths).
@@ -39,49 +43,49 @@ struct ControlHandler: Sendable {
     ]
 
     /// Handles one line from control connection `connection` (the owner of `owner=connection` jobs).
-    func handle(_ framed: FramedLine, connection: Int) async -> Reply {
-        await handleWatching(framed, connection: connection).reply
+    func handle(_ framed: FramedLine, connection: Int, client: Client = .daemon) async -> Reply {
+        await handleWatching(framed, connection: connection, client: client).reply
     }
 
     /// Like `handle`, and also says when the request was an accepted `WATCH`: the connection then turns
     /// into a stream of events matching the filter.
-    func handleWatching(_ framed: FramedLine, connection: Int) async -> (reply: Reply, watch: WatchFilter?) {
+    func handleWatching(_ framed: FramedLine, connection: Int, client: Client = .daemon) async -> (reply: Reply, watch: WatchFilter?) {
         if case .line(let bytes) = framed, let request = try? Request.parse(line: bytes), request.verb == .watch {
             requests.increment()
             do {
-                let filter = try await watchFilter(request)
+                let filter = try await watchFilter(request, client: client)
                 return (.ok(Payload.encode(["watching": filter.label])), filter)
             } catch {
                 return (Reply(error), nil)
             }
         }
-        return (await handleOne(framed, connection: connection), nil)
+        return (await handleOne(framed, connection: connection, client: client), nil)
     }
 
     /// A job's finished runs from the state store, newest first (read off the registry's queue).
-    private func history(_ name: JobName, limit: Int) throws(TimerdError) -> [RunRecord] {
+    private func history(_ name: JobName, limit: Int, withOutput: Bool) throws(TimerdError) -> [RunRecord] {
         guard let store = registry.store else { return [] }
         do {
             return try store.history(job: name.rawValue, limit: limit).map { run in
                 RunRecord(
                     run: run.run, scheduled_at: run.scheduledAt.map(RFC3339.format), started_at: RFC3339.format(run.startedAt),
                     ended_at: RFC3339.format(run.endedAt), result: run.result, exit_code: run.exitCode,
-                    http_status: run.httpStatus, lateness_ms: run.latenessMs, output: run.output)
+                    http_status: run.httpStatus, lateness_ms: run.latenessMs, output: withOutput ? run.output : nil)
             }
         } catch {
             throw TimerdError(.internal, "cannot read the history: \(error.message)")
         }
     }
 
-    private func watchFilter(_ request: Request) async throws(TimerdError) -> WatchFilter {
+    private func watchFilter(_ request: Request, client: Client) async throws(TimerdError) -> WatchFilter {
         if let tag = try tagOption(request) { return .tag(tag) }
         let names = try expect(request, names: 0...1)
         guard let name = names.first else { return .all }
-        _ = try await registry.show(name)  // no-such-job for an unknown name
+        _ = try await registry.show(name, viewer: client)  // no-such-job for an unknown name
         return .job(name)
     }
 
-    private func handleOne(_ framed: FramedLine, connection: Int) async -> Reply {
+    private func handleOne(_ framed: FramedLine, connection: Int, client: Client) async -> Reply {
         requests.increment()
         switch framed {
         case .tooLong:
@@ -89,14 +93,14 @@ struct ControlHandler: Sendable {
         case .line(let bytes):
             do {
                 let request = try Request.parse(line: bytes)
-                return try await handle(request, connection: connection)
+                return try await handle(request, connection: connection, client: client)
             } catch {
                 return Reply(error)
             }
         }
     }
 
-    func handle(_ request: Request, connection: Int) async throws(TimerdError) -> Reply {
+    func handle(_ request: Request, connection: Int, client: Client = .daemon) async throws(TimerdError) -> Reply {
         switch request.verb {
         case .ping:
             try expect(request, names: 0...0)
@@ -110,7 +114,8 @@ struct ControlHandler: Sendable {
         case .add:
             let names = try expect(request, names: 1...1, options: true, argv: true)
             let spec = try JobSpec(name: names[0], options: request.options.map { KeyValue($0.key, $0.value) }, argv: request.argv)
-            try await registry.add(spec, origin: .runtime, connection: connection)
+            try mayAdd(spec, client: client)
+            try await registry.add(spec, origin: .runtime, connection: connection, owner: client)
             try await registry.durable()
             return .ok(nil)
         case .exec:
@@ -118,28 +123,29 @@ struct ControlHandler: Sendable {
             // Validate first, so a rejected EXEC does not use up a generated name.
             var spec = try ExecRequest.spec(
                 name: try JobName("exec"), options: request.options.map { KeyValue($0.key, $0.value) }, argv: request.argv)
+            try mayAdd(spec, client: client)
             spec.name = await registry.generateName()
-            try await registry.add(spec, origin: .runtime, connection: connection)
+            try await registry.add(spec, origin: .runtime, connection: connection, owner: client)
             try await registry.durable()
             return .ok(Payload.encode(["name": spec.name.rawValue]))
         case .cancel:
             if let tag = try tagOption(request) {
-                let names = await registry.names(withTag: tag)
-                try await registry.cancel(names)
+                let names = await registry.names(withTag: tag, changeableBy: client)
+                try await registry.cancel(names, by: client)
                 try await registry.durable()
                 return .ok(Payload.encode(TagResult(jobs: names.map(\.rawValue))))
             }
-            try await registry.cancel(try expect(request, names: 1...Int.max))
+            try await registry.cancel(try expect(request, names: 1...Int.max), by: client)
             try await registry.durable()
             return .ok(nil)
         case .pause:
             if let tag = try tagOption(request) {
-                let names = await registry.names(withTag: tag)
-                try await registry.pause(names)
+                let names = await registry.names(withTag: tag, changeableBy: client)
+                try await registry.pause(names, by: client)
                 try await registry.durable()
                 return .ok(Payload.encode(TagResult(jobs: names.map(\.rawValue))))
             }
-            try await registry.pause(try expect(request, names: 1...Int.max))
+            try await registry.pause(try expect(request, names: 1...Int.max), by: client)
             try await registry.durable()
             return .ok(nil)
         case .resume:
@@ -165,25 +171,25 @@ struct ControlHandler: Sendable {
                 }
             }
             if let tag {
-                let names = await registry.names(withTag: tag)
-                try await registry.resume(names, mode: mode)
+                let names = await registry.names(withTag: tag, changeableBy: client)
+                try await registry.resume(names, mode: mode, by: client)
                 try await registry.durable()
                 return .ok(Payload.encode(TagResult(jobs: names.map(\.rawValue))))
             }
             let names = try expect(Request(verb: .resume, positionals: words, argv: request.argv), names: 1...Int.max)
-            try await registry.resume(names, mode: mode)
+            try await registry.resume(names, mode: mode, by: client)
             try await registry.durable()
             return .ok(nil)
         case .run:
             let names = try expect(request, names: 1...1)
-            let status = try await registry.runNow(names[0])
+            let status = try await registry.runNow(names[0], by: client)
             return .ok(Payload.encode(["status": status]))
         case .list:
             if let tag = try tagOption(request) {
-                return .ok(Payload.encode(await registry.list(tag: tag)))
+                return .ok(Payload.encode(await registry.list(tag: tag, viewer: client)))
             }
             try expect(request, names: 0...0)
-            return .ok(Payload.encode(await registry.list()))
+            return .ok(Payload.encode(await registry.list(viewer: client)))
         case .watch:
             // Handled by `handleWatching` (it changes the connection); reaching here is a bug.
             throw TimerdError(.internal, "WATCH must go through handleWatching")
@@ -200,8 +206,8 @@ struct ControlHandler: Sendable {
                 }
                 limit = value
             }
-            _ = try await registry.show(names[0])  // no-such-job for an unknown name
-            return .ok(Payload.encode(try history(names[0], limit: limit)))
+            let info = try await registry.show(names[0], viewer: client)  // no-such-job for an unknown name
+            return .ok(Payload.encode(try history(names[0], limit: limit, withOutput: !info.redacted)))
         case .next:
             try expect(request, names: 0...0, options: true)
             let query = try NextFireQuery(options: request.options.map { KeyValue($0.key, $0.value) })
@@ -216,16 +222,77 @@ struct ControlHandler: Sendable {
             let words = try expect(request, names: 0...1)
             guard let name = words.first else { return .ok(Payload.encode(await registry.modeInfo())) }
             let mode = try Mode.validName(name.rawValue, key: "mode", what: "mode")
+            try adminOnly(client, "switching the daemon's mode (MODE NAME)")
             return .ok(Payload.encode(await registry.switchMode(to: mode)))
         case .show:
             let names = try expect(request, names: 1...1)
-            var info = try await registry.show(names[0])
-            info.recent_runs = try history(names[0], limit: 3)
+            var info = try await registry.show(names[0], viewer: client)
+            info.recent_runs = try history(names[0], limit: 3, withOutput: !info.redacted)
             return .ok(Payload.encode(info))
         case .reload:
             try expect(request, names: 0...0)
+            try adminOnly(client, "RELOAD")
             return .ok(Payload.encode(try await reload()))
         }
+    }
+
+    /// Throws `permission-denied` unless `client` is root or timerd's own user.
+    private func adminOnly(_ client: Client, _ what: String) throws(TimerdError) {
+        guard !client.isAdmin else { return }
+        log(client, "refused \(what): root only")
+        throw TimerdError(.permissionDenied, "only root may use \(what)")
+    }
+
+    /// Whether `client` may add `spec` (`docs/security.md`): root may add anything; other users must be
+    /// allowed by `allow_users`/`allow_groups` when either is set, and their jobs run as themselves.
+    private func mayAdd(_ spec: JobSpec, client: Client) throws(TimerdError) {
+        let denied = { (message: String) -> TimerdError in
+            self.log(client, "refused to add \(spec.name): \(message)")
+            return TimerdError(.permissionDenied, message)
+        }
+        let daemonIsRoot = Client.daemonUID == 0
+        if client.isAdmin {
+            if !daemonIsRoot, let key = spec.user != nil ? "user" : spec.group != nil ? "group" : nil {
+                throw denied("\(key)= needs timerd to run as root (it runs as uid \(Client.daemonUID))")
+            }
+            return
+        }
+        guard daemonIsRoot else {
+            throw denied("timerd runs as uid \(Client.daemonUID), not root, so it cannot run jobs as uid \(client.uid)")
+        }
+        let account = try accounts.user(uid: client.uid)
+        guard let account else {
+            throw denied("uid \(client.uid) has no user account (passwd entry); timerd runs jobs only for known users")
+        }
+        let settings = access.settings
+        if settings.allowUsers != nil || settings.allowGroups != nil {
+            let listed = settings.allowUsers?.contains(account.name) == true
+            var member = false
+            if let names = settings.allowGroups {
+                let groups = try accounts.groups(of: account)
+                for name in names where try accounts.group(named: name).map({ groups.contains($0.gid) }) == true {
+                    member = true
+                }
+            }
+            guard listed || member else {
+                throw denied("user \(account.name) may not add jobs: not in allow_users or allow_groups (ask the administrator)")
+            }
+        }
+        if let user = spec.user, user != account.name {
+            throw denied("user=\(user): only root may run jobs as another user; yours run as \(account.name)")
+        }
+        if let group = spec.group {
+            guard let entry = try accounts.group(named: group), try accounts.groups(of: account).contains(entry.gid) else {
+                throw denied("group=\(group): \(account.name) is not a member of it")
+            }
+        }
+        if case .webhook(let hook) = spec.action, hook.caFile != nil {
+            throw denied("ca_file= is for root only: timerd would read the file with its own rights")
+        }
+    }
+
+    private func log(_ client: Client, _ message: String) {
+        registry.log.warning("control: \(client.label): \(message)")
     }
 
     /// The `tag=T` of a request that acts on a tag instead of names (nil when it names jobs). With a tag,

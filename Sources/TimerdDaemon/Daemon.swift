@@ -19,6 +19,16 @@ struct DiskConfigFileSystem: ConfigFileSystem {
     func glob(_ pattern: String) -> [String] {
         (try? FileSystem.glob(pattern)) ?? []
     }
+
+    func accountExists(_ name: String, group: Bool) -> Bool {
+        // A failing account database counts as "exists": the run reports it, the config stays loadable.
+        let accounts = SystemAccounts()
+        do {
+            return group ? try accounts.group(named: name) != nil : try accounts.user(named: name) != nil
+        } catch {
+            return true
+        }
+    }
 }
 
 /// The running service: wires the registry, the command launcher and the control server together, and
@@ -30,6 +40,7 @@ public final class Daemon: Sendable {
     private let configPath: String?
     private let configPathExplicit: Bool
     private let settings: Mutex<DaemonSettings>
+    private let access: AccessControl
     private let server: Mutex<ControlServer?> = Mutex(nil)
     private let stopping = Atomic<Bool>(false)
 
@@ -143,12 +154,13 @@ public final class Daemon: Sendable {
         self.configPath = configPath
         configPathExplicit = explicit
         settings = Mutex(configuration.settings)
+        access = AccessControl(configuration.settings.access)
         registry = Registry(
             launcher: ActionLauncher(
                 commands: CommandLauncher(log: log),
                 webhooks: WebhookLauncher(log: log, library: Self.failpoints.contains("no-libcurl") ? "libcurl-absent.so" : "libcurl.so.4")),
             log: log, maxRunning: configuration.settings.maxRunning,
-            baseEnvironment: Self.baseEnvironment(), store: store)
+            baseEnvironment: Self.baseEnvironment(), store: store, access: access)
     }
 
     /// Reads the config; a missing default config is an empty one, a missing explicit one an error.
@@ -207,7 +219,7 @@ public final class Daemon: Sendable {
             }
         }
 
-        let handler = ControlHandler(registry: registry, reload: { [self] () async throws(TimerdError) -> ReloadSummary in
+        let handler = ControlHandler(registry: registry, access: access, accounts: SystemAccounts(), reload: { [self] () async throws(TimerdError) -> ReloadSummary in
             try await self.reload(trigger: "RELOAD")
         })
         let server: ControlServer
@@ -215,10 +227,11 @@ public final class Daemon: Sendable {
             let registry = self.registry
             let closed: @Sendable (Int) -> Void = { id in Task { await registry.connectionClosed(id) } }
             if let passed = try SocketActivation.listener() {
-                server = ControlServer(adopting: passed, handler: handler, log: log, onConnectionClosed: closed)
+                server = ControlServer(adopting: passed, handler: handler, access: access, log: log, onConnectionClosed: closed)
             } else {
-                server = try ControlServer(path: socket, handler: handler, log: log, onConnectionClosed: closed)
+                server = try ControlServer(path: socket, handler: handler, access: access, log: log, onConnectionClosed: closed)
             }
+            await server.applySocketAccess()
         } catch {
             fail("cannot listen on \(socket): \(error)")
         }
@@ -307,11 +320,19 @@ public final class Daemon: Sendable {
             throw errors.timerdError
         }
         let old = settings.withLock { current in
-            defer { current.maxRunning = configuration.settings.maxRunning; current.stopGrace = configuration.settings.stopGrace }
+            defer {
+                current.maxRunning = configuration.settings.maxRunning
+                current.stopGrace = configuration.settings.stopGrace
+                current.access = configuration.settings.access
+            }
             return current
         }
         if old.socket != configuration.settings.socket {
             log.warning("the [daemon] socket setting changed; it takes effect when timerd restarts")
+        }
+        access.update(configuration.settings.access)
+        if old.access.socketGroup != configuration.settings.access.socketGroup {
+            await server.withLock { $0 }?.applySocketAccess()
         }
         do {
             let summary = try await registry.applyConfig(declared(configuration), maxRunning: configuration.settings.maxRunning)

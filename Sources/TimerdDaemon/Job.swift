@@ -68,6 +68,9 @@ struct Job {
     let id: UInt64
     var spec: JobSpec
     var origin: JobOrigin
+    /// The uid of the user who added it (timerd's own for config jobs): only they and root may change it or
+    /// see its details, and it runs as them unless root set `user=` (`docs/security.md`).
+    let ownerUID: UInt32
     var state: JobStateValue = .scheduled
     /// Bumped whenever the timer is re-armed, so a stale timer event is recognised and ignored.
     var armGeneration: UInt64 = 0
@@ -117,6 +120,8 @@ struct Job {
     // What happened last.
     var lastStarted: (id: Int, at: WallTime, latenessNs: Int64)?
     var lastOutcome: (id: Int, outcome: RunOutcome)?
+    /// When the last output was noted for `max_output_memory` (0: not held).
+    var outputSequence: UInt64 = 0
     var skipped = 0
     var lastSkip: (at: WallTime, reason: String)?
 
@@ -133,10 +138,14 @@ struct Job {
     var heldFire: PendingFire?
     var heldSince: WallTime?
 
-    init(id: UInt64, spec: JobSpec, origin: JobOrigin) {
+    /// Memory the last run's output takes (counted by `JobTable.outputBytes`).
+    var heldOutputBytes: Int { lastOutcome?.outcome.output.utf8.count ?? 0 }
+
+    init(id: UInt64, spec: JobSpec, origin: JobOrigin, ownerUID: UInt32 = Client.daemonUID) {
         self.id = id
         self.spec = spec
         self.origin = origin
+        self.ownerUID = ownerUID
     }
 }
 
@@ -162,6 +171,10 @@ struct JobTable: Sequence {
     }
 
     private var boxes: [JobName: Box] = [:]
+    /// Jobs per owner uid, kept here where every job comes and goes (for `user_max_jobs`).
+    private(set) var countByOwner: [UInt32: Int] = [:]
+    /// Bytes of every job's held last output (for `max_output_memory`).
+    private(set) var outputBytes = 0
 
     subscript(name: JobName) -> Job? {
         get { boxes[name]?.job }
@@ -169,18 +182,39 @@ struct JobTable: Sequence {
             if let box = boxes[name] {
                 // Moved out while the caller changes it, so its arrays and strings stay uniquely referenced.
                 var job = box.job.take()
+                let owner = job!.ownerUID
+                outputBytes -= job!.heldOutputBytes
                 defer {
-                    if let job { box.job = job } else { boxes[name] = nil }
+                    if let job {
+                        outputBytes += job.heldOutputBytes
+                        box.job = job
+                        if job.ownerUID != owner {  // replaced by another user's job
+                            uncount(owner)
+                            countByOwner[job.ownerUID, default: 0] += 1
+                        }
+                    } else {
+                        boxes[name] = nil
+                        uncount(owner)
+                    }
                 }
                 yield &job
             } else {
                 var job: Job? = nil
                 defer {
-                    if let job { boxes[name] = Box(job) }
+                    if let job {
+                        boxes[name] = Box(job)
+                        countByOwner[job.ownerUID, default: 0] += 1
+                        outputBytes += job.heldOutputBytes
+                    }
                 }
                 yield &job
             }
         }
+    }
+
+    private mutating func uncount(_ owner: UInt32) {
+        countByOwner[owner, default: 1] -= 1
+        if countByOwner[owner] == 0 { countByOwner[owner] = nil }
     }
 
     var count: Int { boxes.count }
@@ -190,7 +224,10 @@ struct JobTable: Sequence {
 
     @discardableResult
     mutating func removeValue(forKey name: JobName) -> Job? {
-        boxes.removeValue(forKey: name)?.job
+        guard let job = boxes.removeValue(forKey: name)?.job else { return nil }
+        uncount(job.ownerUID)
+        outputBytes -= job.heldOutputBytes
+        return job
     }
 
     func makeIterator() -> some IteratorProtocol<(key: JobName, value: Job)> {

@@ -195,6 +195,10 @@ extension Registry {
         if kind == .scheduled, !Mode.includes(job.spec.modes, currentMode) {
             return hold(name, pending)
         }
+        if kind == .scheduled, !takeRunToken(job) {
+            noteSkip(name, count: 1, reason: "uid \(job.ownerUID)'s jobs started \(access.settings.userMaxRunsPerMinute) runs in the last minute (user_max_runs_per_minute)")
+            return "skipped"
+        }
         let busy = !job.active.isEmpty || job.waitingForSlot > 0
         if busy {
             let holder = job.active.first.map { "run \($0.id) is still going" } ?? "the previous fire is still waiting for a run slot"
@@ -254,7 +258,8 @@ extension Registry {
         if case .webhook(let hook) = job.spec.action {
             request.webhookBody = Self.webhookBody(hook, spec: job.spec, runID: runID, scheduled: pending.scheduledWall, fired: startedWall)
         } else {
-            request.environment = environment(for: job.spec, runID: runID, scheduled: pending.scheduledWall)
+            request.runAs = runAs(job)
+            request.environment = environment(for: job.spec, runID: runID, scheduled: pending.scheduledWall, runAs: request.runAs)
         }
         let jobID = job.id
         let handle = launcher.start(request) { [unowned self] event in
@@ -295,11 +300,12 @@ extension Registry {
                 job.runsByResult[outcome.result, default: 0] += 1
                 if outcome.result == .ok { job.lastSuccess = outcome.finishedWall }
                 jobs[name] = job
+                noteOutputHeld(name)
                 emit("finished", job: name, run: runID, result: outcome.result.rawValue, exitCode: outcome.exitCode,
                      httpStatus: outcome.httpStatus, reason: outcome.reason)
                 log.log(outcome.result == .ok ? .info : .warning, job: name.rawValue, run: runID,
                         exitStatus: outcome.exitStatusField, summary)
-                notifyTransition(job.spec, runID: runID, outcome: outcome, previous: previous)
+                notifyTransition(job.spec, runAs: runAs(job), runID: runID, outcome: outcome, previous: previous)
                 if job.active.isEmpty, let queued = job.queued {
                     job.queued = nil
                     jobs[name] = job
@@ -349,10 +355,27 @@ extension Registry {
         return wallNow + .nanoseconds(Int64(bitPattern: mono &- now))
     }
 
+    /// Who a job's commands run as (nil: timerd's own identity): `user=`/`group=` when set, else the
+    /// job's owner when that is not timerd's own user (`docs/security.md`).
+    func runAs(_ job: Job) -> RunAs? {
+        if let user = job.spec.user { return RunAs(user: .named(user), group: job.spec.group) }
+        if job.ownerUID != Client.daemonUID || job.spec.group != nil {
+            return RunAs(user: .uid(job.ownerUID), group: job.spec.group)
+        }
+        return nil
+    }
+
+    /// The base environment of a run as `runAs`: without timerd's own `HOME`, `USER`, `LOGNAME` and `PATH`
+    /// when it runs as another user (the launcher sets that user's).
+    func baseEnvironment(runAs: RunAs?) -> [KeyValue] {
+        guard runAs != nil else { return baseEnvironment }
+        return baseEnvironment.filter { !RunAs.accountVariables.contains($0.key) }
+    }
+
     /// The child's environment: the base, the job's `env`, then `TIMERD_*` and `meta` as `TIMERD_META_*`.
-    private func environment(for spec: JobSpec, runID: Int, scheduled: WallTime) -> [String: String] {
+    private func environment(for spec: JobSpec, runID: Int, scheduled: WallTime, runAs: RunAs?) -> [String: String] {
         var values: [String: String] = [:]
-        for pair in baseEnvironment { values[pair.key] = pair.value }
+        for pair in baseEnvironment(runAs: runAs) { values[pair.key] = pair.value }
         for pair in spec.env { values[pair.key] = pair.value }
         values["TIMERD_JOB"] = spec.name.rawValue
         values["TIMERD_RUN"] = String(runID)

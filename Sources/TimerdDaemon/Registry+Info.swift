@@ -6,7 +6,7 @@ extension Registry {
     /// Every job (or those with `tag`), sorted by name. With many jobs this is long work, so it is done in
     /// slices: the names are sorted off the registry's queue and timers get their turn between slices
     /// (a job added or cancelled meanwhile may or may not be listed, as with any snapshot taken in steps).
-    func list(tag: String? = nil) async -> [JobInfo] {
+    func list(tag: String? = nil, viewer: Client = .daemon) async -> [JobInfo] {
         let sorted: [JobName]
         if let tag {
             sorted = names(withTag: tag)
@@ -18,7 +18,7 @@ extension Registry {
         result.reserveCapacity(sorted.count)
         for (index, name) in sorted.enumerated() {
             if index > 0, index % Self.listSlice == 0 { await Task.yield() }
-            if let job = jobs[name] { result.append(info(job)) }
+            if let job = jobs[name] { result.append(info(job, viewer: viewer)) }
         }
         return result
     }
@@ -30,8 +30,8 @@ extension Registry {
         names.sorted()
     }
 
-    func show(_ name: JobName) throws(TimerdError) -> JobInfo {
-        info(try lookup(name))
+    func show(_ name: JobName, viewer: Client = .daemon) throws(TimerdError) -> JobInfo {
+        info(try lookup(name), viewer: viewer)
     }
 
     /// Counts for the startup line and, later, `STATUS=`.
@@ -39,7 +39,22 @@ extension Registry {
         (jobs.count, runningTotal)
     }
 
-    private func info(_ job: Job) -> JobInfo {
+    /// What `viewer` may see of `job`: everything for its owner and root; for other users the name,
+    /// schedule, state and counts, without the action, environment, meta, working directory, hooks, output
+    /// and reasons (`redacted`).
+    private func info(_ job: Job, viewer: Client) -> JobInfo {
+        var info = fullInfo(job)
+        guard !maySeeDetails(job, viewer) else { return info }
+        info.redacted = true
+        info.options = job.spec.options.filter { JobSpec.publicKeys.contains($0.key) }.map { "\($0.key)=\($0.value)" }
+        info.last_output = nil
+        info.last_reason = nil
+        info.last_skip = info.last_skip.map { JobInfo.SkippedFire(at: $0.at, reason: "(hidden)") }
+        info.declared_at = nil
+        return info
+    }
+
+    private func fullInfo(_ job: Job) -> JobInfo {
         var info = JobInfo(
             name: job.spec.name.rawValue, state: JobInfo.State(rawValue: job.state.rawValue)!,
             source: job.origin.label, schedule: job.spec.schedule.summary)
@@ -79,6 +94,7 @@ extension Registry {
             info.last_output = outcome.output
         }
         info.owner = job.spec.owner?.description
+        info.owner_uid = job.ownerUID
         info.tags = job.spec.tags
         info.modes = job.spec.modes
         info.held_since = job.heldSince.map(RFC3339.format)

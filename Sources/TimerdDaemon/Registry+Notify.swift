@@ -70,7 +70,8 @@ extension Registry {
     /// `on_failure` when a run fails after a success (or as the job's first run), `on_recovery` when one
     /// succeeds after a failure: once per transition. Sent off the registry's queue; a notice's own
     /// outcome is only logged.
-    func notifyTransition(_ spec: JobSpec, runID: Int, outcome: RunOutcome, previous: RunOutcome.Result?) {
+    /// A command notice runs as the job's commands do (`runAs`).
+    func notifyTransition(_ spec: JobSpec, runAs identity: RunAs?, runID: Int, outcome: RunOutcome, previous: RunOutcome.Result?) {
         let event: String
         let target: NotifyTarget
         if outcome.result == .ok {
@@ -93,7 +94,7 @@ extension Registry {
                 finished_at: RFC3339.format(outcome.finishedWall)))
         case .command(let line):
             var environment: [String: String] = [:]
-            for pair in baseEnvironment { environment[pair.key] = pair.value }
+            for pair in baseEnvironment(runAs: identity) { environment[pair.key] = pair.value }
             environment["TIMERD_JOB"] = name
             environment["TIMERD_RUN"] = String(runID)
             environment["TIMERD_EVENT"] = event
@@ -105,6 +106,7 @@ extension Registry {
             request = RunRequest(
                 job: name, runID: runID, action: .shell(line), environment: environment, workingDirectory: "/",
                 timeout: .seconds(60), killGrace: Limits.defaultKillGrace)
+            request.runAs = identity
         }
         let key = event == "failure" ? "on_failure" : "on_recovery"
         log.info(job: name, run: runID, "\(key): sending the \(event) notice")

@@ -71,6 +71,17 @@ extension Registry {
         jobs.compactMap { $0.value.spec.tags.contains(tag) ? $0.key : nil }.sorted()
     }
 
+    /// The jobs with `tag` that `client` may change: all of them for root, the client's own otherwise (a
+    /// user's `CANCEL tag=T` never touches another user's jobs).
+    func names(withTag tag: String, changeableBy client: Client) -> [JobName] {
+        jobs.compactMap { $0.value.spec.tags.contains(tag) && maySeeDetails($0.value, client) ? $0.key : nil }.sorted()
+    }
+
+    /// Whether a control connection owns `owner=connection` jobs (such a connection is never idle-closed).
+    func ownsJobs(connection: Int) -> Bool {
+        !(jobsOwnedByConnection[connection]?.isEmpty ?? true)
+    }
+
     // MARK: - Modes
 
     /// Holds a scheduled fire while the daemon is in a mode the job does not run in. A job holds at most

@@ -15,7 +15,7 @@ extension Registry {
     func storedJob(_ job: Job) -> StoredJob {
         StoredJob(
             name: job.spec.name.rawValue, options: job.spec.options, paused: job.state == .paused, runs: job.runs,
-            addedAt: job.addedWall, lastScheduled: job.lastScheduledWall, anchor: job.anchorWall)
+            addedAt: job.addedWall, lastScheduled: job.lastScheduledWall, anchor: job.anchorWall, ownerUID: job.ownerUID)
     }
 
     /// Hands changes to the store (no-op without one). Failures are logged; `durable()` reports them to
@@ -101,7 +101,7 @@ extension Registry {
             var job: Job
             do {
                 spec = try JobSpec(name: name, options: item.options)
-                job = Job(id: nextJobID, spec: spec, origin: .runtime)
+                job = Job(id: nextJobID, spec: spec, origin: .runtime, ownerUID: item.ownerUID ?? Client.daemonUID)
                 job.civil = try Self.civilSchedule(for: spec)
             } catch {
                 log.error(job: item.name, "not restored: \(error.message)")
@@ -118,6 +118,7 @@ extension Registry {
             if item.paused, job.state == .scheduled { job.state = .paused }
             restoreLastRun(&job)
             jobs[name] = job
+            noteOutputHeld(name)
             restored += 1
             if job.state == .scheduled { arm(name) }
             runMissed(name)

@@ -20,12 +20,14 @@ enum WatchFilter: Sendable {
 /// A `WATCH` subscriber: `deliver` hands a line to its connection without blocking the registry.
 struct Watcher: Sendable {
     var filter: WatchFilter
+    /// Who watches: another user's jobs are reported without their reasons.
+    var viewer: Client
     var deliver: @Sendable (String) -> Void
 }
 
 extension Registry {
-    func addWatcher(_ connection: Int, filter: WatchFilter, deliver: @escaping @Sendable (String) -> Void) {
-        watchers[connection] = Watcher(filter: filter, deliver: deliver)
+    func addWatcher(_ connection: Int, filter: WatchFilter, viewer: Client = .daemon, deliver: @escaping @Sendable (String) -> Void) {
+        watchers[connection] = Watcher(filter: filter, viewer: viewer, deliver: deliver)
     }
 
     func removeWatcher(_ connection: Int) {
@@ -37,7 +39,8 @@ extension Registry {
               result: String? = nil, exitCode: Int? = nil, httpStatus: Int? = nil, reason: String? = nil,
               latenessNs: Int64? = nil) {
         guard !watchers.isEmpty else { return }
-        let tags = jobs[name]?.spec.tags ?? []
+        let job = jobs[name]
+        let tags = job?.spec.tags ?? []
         let interested = watchers.values.filter { watcher in
             switch watcher.filter {
             case .all: return true
@@ -46,11 +49,21 @@ extension Registry {
             }
         }
         guard !interested.isEmpty else { return }
-        let line = Payload.encode(WatchEvent(
+        var event = WatchEvent(
             at: RFC3339.format(SystemClock.wallNow()), event: event, job: name.rawValue, run: run,
             scheduled_at: scheduledAt.map(RFC3339.format), result: result, exit_code: exitCode, http_status: httpStatus, reason: reason,
-            lateness_ms: latenessNs.map { Double($0) / 1_000_000 }))
-        for watcher in interested { watcher.deliver(line) }
+            lateness_ms: latenessNs.map { Double($0) / 1_000_000 })
+        let line = Payload.encode(event)
+        event.reason = nil
+        var redacted: String?
+        for watcher in interested {
+            if let job, reason != nil, !maySeeDetails(job, watcher.viewer) {
+                if redacted == nil { redacted = Payload.encode(event) }
+                watcher.deliver(redacted!)
+            } else {
+                watcher.deliver(line)
+            }
+        }
     }
 }
 

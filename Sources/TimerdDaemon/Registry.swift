@@ -3,6 +3,7 @@ import TimerdCore
 import TimerdSystem
 import TimerdProtocol
 import TimerdStore
+import TimerdConfig
 
 /// The one owner of every job, its timer and its state.
 ///
@@ -16,6 +17,15 @@ actor Registry {
 
     let log: Logger
     let launcher: any RunLauncher
+    /// Per-user limits and the output memory cap (`docs/security.md`).
+    nonisolated let access: AccessControl
+    /// Runs per minute of each non-root user's jobs (`user_max_runs_per_minute`).
+    var runBuckets: [UInt32: TokenBucket] = [:]
+    /// Last-run outputs held for `show`, oldest first, and their total size (`max_output_memory`).
+    var heldOutputs: [(sequence: UInt64, name: JobName)] = []
+    var heldOutputStart = 0
+    var nextOutputSequence: UInt64 = 0
+    var outputsDropped = 0
     /// Where durable state goes (nil: nothing is kept across restarts, as in unit tests).
     nonisolated let store: StateStore?
     /// Environment every run starts from (before `TIMERD_*`, the job's `env` and `meta`).
@@ -67,8 +77,10 @@ actor Registry {
     /// Finished runtime jobs kept for `show`; beyond this the oldest finished ones are forgotten.
     static let finishedRuntimeJobsKept = 1_000
 
-    init(launcher: any RunLauncher, log: Logger, maxRunning: Int, baseEnvironment: [KeyValue], store: StateStore? = nil) {
+    init(launcher: any RunLauncher, log: Logger, maxRunning: Int, baseEnvironment: [KeyValue], store: StateStore? = nil,
+         access: AccessControl = AccessControl(AccessSettings())) {
         self.executor = QueueExecutor(label: "timerd.registry")
+        self.access = access
         self.store = store
         self.launcher = launcher
         self.log = log
@@ -85,11 +97,16 @@ actor Registry {
 
     /// Adds a job and arms its timer. Throws `exists` if the name is taken, `bad-argument` if an `at` time
     /// has already passed.
-    func add(_ spec: JobSpec, origin: JobOrigin, connection: Int? = nil) throws(TimerdError) {
+    func add(_ spec: JobSpec, origin: JobOrigin, connection: Int? = nil, owner: Client = .daemon) throws(TimerdError) {
         guard !shuttingDown else { throw TimerdError(.shuttingDown, "timerd is shutting down") }
         if let existing = jobs[spec.name] {
             let whence = existing.origin == .runtime ? "added at run time" : "declared in the config"
             throw TimerdError(.exists, "a job named \(spec.name) already exists (\(whence)); cancel it first or pick another name")
+        }
+        let maxJobs = access.settings.userMaxJobs
+        if !owner.isAdmin, jobs.countByOwner[owner.uid, default: 0] >= maxJobs {
+            log.warning("control: \(owner.label): refused to add \(spec.name): user_max_jobs=\(maxJobs) reached")
+            throw TimerdError(.tooManyJobs, "uid \(owner.uid) already has \(maxJobs) jobs (user_max_jobs); cancel some first")
         }
         if case .at(let time) = spec.schedule, origin == .runtime, time < SystemClock.wallNow() {
             throw TimerdError(.badArgument, "at: \(RFC3339.format(time)) is in the past", key: "at")
@@ -97,7 +114,7 @@ actor Registry {
         if case .cron(let expression) = spec.schedule, expression.isReboot, origin == .runtime {
             throw TimerdError(.badArgument, "@reboot jobs run once when timerd starts: declare them in the config file", key: "cron")
         }
-        var job = Job(id: nextJobID, spec: spec, origin: origin)
+        var job = Job(id: nextJobID, spec: spec, origin: origin, ownerUID: owner.uid)
         job.civil = try Self.civilSchedule(for: spec)
         if let civil = job.civil, origin == .runtime, civil.next(after: SystemClock.wallNow()) == nil {
             throw TimerdError(.badArgument, "\(spec.schedule.summary) has no fire time after now", key: spec.schedule.key)
@@ -142,9 +159,9 @@ actor Registry {
     }
 
     /// Cancels runtime jobs. All names are checked first: either every one is cancelled or none is.
-    func cancel(_ names: [JobName]) throws(TimerdError) {
+    func cancel(_ names: [JobName], by client: Client = .daemon) throws(TimerdError) {
         for name in names {
-            let job = try lookup(name)
+            let job = try lookup(name, changedBy: client)
             if case .config(let file, let line) = job.origin {
                 throw TimerdError(
                     .declaredInConfig,
@@ -173,9 +190,9 @@ actor Registry {
     }
 
     /// Pauses jobs: their timers stop; fires that fall due while paused are skipped (reported at resume).
-    func pause(_ names: [JobName]) throws(TimerdError) {
+    func pause(_ names: [JobName], by client: Client = .daemon) throws(TimerdError) {
         for name in names {
-            if try lookup(name).state == .finished { throw finishedError(name) }
+            if try lookup(name, changedBy: client).state == .finished { throw finishedError(name) }
         }
         for name in names where jobs[name]?.state == .scheduled {
             jobs[name]!.state = .paused
@@ -198,10 +215,10 @@ actor Registry {
     }
 
     /// Resumes paused jobs (a job that is not paused is left alone, so resuming is idempotent).
-    func resume(_ names: [JobName], mode: ResumeMode) throws(TimerdError) {
+    func resume(_ names: [JobName], mode: ResumeMode, by client: Client = .daemon) throws(TimerdError) {
         guard !shuttingDown else { throw TimerdError(.shuttingDown, "timerd is shutting down") }
         for name in names {
-            if try lookup(name).state == .finished { throw finishedError(name) }
+            if try lookup(name, changedBy: client).state == .finished { throw finishedError(name) }
         }
         let now = SystemClock.monoNow()
         for name in names {
@@ -256,9 +273,9 @@ actor Registry {
     }
 
     /// Fires a job once now, outside its schedule (`RUN`). Returns what happened to the fire.
-    func runNow(_ name: JobName) throws(TimerdError) -> String {
+    func runNow(_ name: JobName, by client: Client = .daemon) throws(TimerdError) -> String {
         guard !shuttingDown else { throw TimerdError(.shuttingDown, "timerd is shutting down") }
-        let job = try lookup(name)
+        let job = try lookup(name, changedBy: client)
         if !job.active.isEmpty {
             switch job.spec.overlap {
             case .skip:
@@ -267,6 +284,10 @@ actor Registry {
                 throw TimerdError(.busy, "\(name) is still running and a fire is already queued")
             default: break
             }
+        }
+        if !takeRunToken(job) {
+            let limit = access.settings.userMaxRunsPerMinute
+            throw TimerdError(.rateLimited, "uid \(job.ownerUID)'s jobs started \(limit) runs in the last minute (user_max_runs_per_minute); try again later")
         }
         log.info(job: name.rawValue, "run requested (RUN)")
         defer { persistFire(name) }
@@ -278,6 +299,34 @@ actor Registry {
     func lookup(_ name: JobName) throws(TimerdError) -> Job {
         guard let job = jobs[name] else { throw TimerdError(.noSuchJob, "no job named \(name)") }
         return job
+    }
+
+    /// The job, if `client` may change it: root and timerd's own user may change any job, other users only
+    /// their own. Throws `no-such-job` or `permission-denied`.
+    func lookup(_ name: JobName, changedBy client: Client) throws(TimerdError) -> Job {
+        let job = try lookup(name)
+        guard client.isAdmin || job.ownerUID == client.uid else {
+            log.warning("control: \(client.label): refused to change \(name), which belongs to uid \(job.ownerUID)")
+            throw TimerdError(.permissionDenied, "\(name) belongs to uid \(job.ownerUID); only its owner and root may change it")
+        }
+        return job
+    }
+
+    /// Whether `client` may see `job`'s action, environment, meta and output.
+    func maySeeDetails(_ job: Job, _ client: Client) -> Bool { client.isAdmin || job.ownerUID == client.uid }
+
+    /// Takes one of the owner's runs for this minute (`user_max_runs_per_minute`); root's and timerd's own
+    /// jobs are not limited. False when the owner is over the limit.
+    func takeRunToken(_ job: Job) -> Bool {
+        let owner = Client(uid: job.ownerUID, gid: 0, pid: 0)
+        guard !owner.isAdmin else { return true }
+        let limit = access.settings.userMaxRunsPerMinute
+        let now = SystemClock.monoNow()
+        var bucket = runBuckets[job.ownerUID] ?? TokenBucket(capacity: limit, perSecond: Double(limit) / 60, now: now)
+        if bucket.capacity != Double(limit) { bucket = TokenBucket(capacity: limit, perSecond: Double(limit) / 60, now: now) }
+        let taken = bucket.take(now: now)
+        runBuckets[job.ownerUID] = bucket
+        return taken
     }
 
     private func finishedError(_ name: JobName) -> TimerdError {

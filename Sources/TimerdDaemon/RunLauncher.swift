@@ -12,6 +12,25 @@ struct RunRequest: Sendable {
     var killGrace: Duration
     /// A webhook run's body, placeholders filled (nil: none, or not a webhook).
     var webhookBody: String? = nil
+    /// Who a command runs as (nil: timerd's own identity).
+    var runAs: RunAs? = nil
+}
+
+/// The user (and group) a command runs as. Resolved by the launcher just before the run, so a changed
+/// account (new groups, a new home) is seen, and a deleted one fails the run instead of running it as root.
+struct RunAs: Sendable, Equatable {
+    enum User: Sendable, Equatable {
+        case named(String)
+        case uid(UInt32)
+    }
+    var user: User
+    /// The primary group instead of the user's own (`group=`).
+    var group: String?
+
+    /// Set from the account when the job's own `env=` does not set them.
+    static let accountVariables: Set<String> = ["HOME", "USER", "LOGNAME", "PATH"]
+    /// `PATH` of a run as a user other than root (root's includes the sbin directories).
+    static let userPath = "/usr/local/bin:/usr/bin:/bin"
 }
 
 /// What a launcher reports back about a run, in order: `started` (or nothing, if spawning failed), then

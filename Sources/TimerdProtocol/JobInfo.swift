@@ -52,6 +52,12 @@ public struct JobInfo: Codable, Equatable, Sendable {
     public var last_skip: SkippedFire?
     /// `pid:N` or `connection` when the job is bound to an owner (cancelled when it goes away).
     public var owner: String?
+    /// The uid of the user who added the job (timerd's own for config jobs); it runs as that user unless
+    /// `user=` says otherwise.
+    public var owner_uid: UInt32
+    /// True when the job belongs to another user: its action, environment, meta, output and reasons are
+    /// left out (`docs/security.md`).
+    public var redacted: Bool
     public var tags: [String]
     /// The modes the job fires in (`common`: all).
     public var modes: [String]
@@ -79,6 +85,8 @@ public struct JobInfo: Codable, Equatable, Sendable {
         self.pending = 0
         self.tags = []
         self.modes = []
+        self.owner_uid = 0
+        self.redacted = false
     }
 
     // Encode every field, nulls included, so scripts can rely on the keys being present.
@@ -111,6 +119,8 @@ public struct JobInfo: Codable, Equatable, Sendable {
         try c.encode(last_output, forKey: .last_output)
         try c.encode(last_skip, forKey: .last_skip)
         try c.encode(owner, forKey: .owner)
+        try c.encode(owner_uid, forKey: .owner_uid)
+        try c.encode(redacted, forKey: .redacted)
         try c.encode(tags, forKey: .tags)
         try c.encode(modes, forKey: .modes)
         try c.encode(held_since, forKey: .held_since)
@@ -300,10 +310,11 @@ public struct RunRecord: Codable, Equatable, Sendable {
     public var exit_code: Int?
     public var http_status: Int?
     public var lateness_ms: Double?
-    public var output: String
+    /// The run's output tail; null when the job belongs to another user.
+    public var output: String?
 
     public init(run: Int, scheduled_at: String?, started_at: String, ended_at: String, result: String,
-                exit_code: Int?, http_status: Int?, lateness_ms: Double?, output: String) {
+                exit_code: Int?, http_status: Int?, lateness_ms: Double?, output: String?) {
         self.run = run
         self.scheduled_at = scheduled_at
         self.started_at = started_at

@@ -49,7 +49,12 @@ enum Schema {
                 last_scheduled INTEGER NOT NULL
             )
             """,
-        ])
+        ]),
+        // Jobs added by other users than timerd's own (docs/security.md); NULL: timerd's own user, which
+        // every job written before this version belongs to (only that user could reach the socket then).
+        Migration(version: 2, statements: [
+            "ALTER TABLE jobs ADD COLUMN owner_uid INTEGER CHECK (owner_uid BETWEEN 0 AND 4294967295)",
+        ]),
     ]
 
     static var currentVersion: Int { migrations.last?.version ?? 0 }

@@ -131,7 +131,7 @@ public final class StateStore: Sendable {
     public func jobs() throws(StoreError) -> [StoredJob] {
         try onQueue { (database: Database) throws(StoreError) in
             try database.query(
-                "SELECT name, options, paused, runs, added_at, last_scheduled, anchor FROM jobs ORDER BY name"
+                "SELECT name, options, paused, runs, added_at, last_scheduled, anchor, owner_uid FROM jobs ORDER BY name"
             ) { (row: Row) throws(StoreError) in
                 let name = row.text(0)
                 let options: [KeyValue]
@@ -140,7 +140,8 @@ public final class StateStore: Sendable {
                 }
                 return StoredJob(
                     name: name, options: options, paused: row.int(2) != 0, runs: row.int(3), addedAt: row.time(4),
-                    lastScheduled: row.optionalTime(5), anchor: row.optionalTime(6))
+                    lastScheduled: row.optionalTime(5), anchor: row.optionalTime(6),
+                    ownerUID: row.optionalInt(7).map { UInt32(truncatingIfNeeded: $0) })
             }
         }
     }
@@ -318,15 +319,16 @@ private final class Connection: @unchecked Sendable {
         case .putJob(let job):
             try database.execute(
                 """
-                INSERT INTO jobs (name, options, paused, runs, added_at, last_scheduled, anchor)
-                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                INSERT INTO jobs (name, options, paused, runs, added_at, last_scheduled, anchor, owner_uid)
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                 ON CONFLICT (name) DO UPDATE SET options = excluded.options, paused = excluded.paused,
                     runs = excluded.runs, added_at = excluded.added_at, last_scheduled = excluded.last_scheduled,
-                    anchor = excluded.anchor
+                    anchor = excluded.anchor, owner_uid = excluded.owner_uid
                 """,
                 [
                     .text(job.name), .text(OptionsCoding.encode(job.options)), .integer(job.paused ? 1 : 0),
                     .integer(Int64(job.runs)), SQLValue(job.addedAt), SQLValue(job.lastScheduled), SQLValue(job.anchor),
+                    job.ownerUID.map { .integer(Int64($0)) } ?? .null,
                 ])
         case .deleteJob(let name):
             try database.execute("DELETE FROM runs WHERE job = ?1", [.text(name)])

@@ -13,11 +13,14 @@ public struct StoredJob: Equatable, Sendable {
     public var lastScheduled: WallTime?
     /// `every=` jobs: the wall time of the grid's fire 0, to keep the phase across restarts.
     public var anchor: WallTime?
+    /// The uid of the user who added it; nil: timerd's own user.
+    public var ownerUID: UInt32?
 
     public init(
         name: String, options: [KeyValue], paused: Bool = false, runs: Int = 0, addedAt: WallTime,
-        lastScheduled: WallTime? = nil, anchor: WallTime? = nil
+        lastScheduled: WallTime? = nil, anchor: WallTime? = nil, ownerUID: UInt32? = nil
     ) {
+        self.ownerUID = ownerUID
         self.name = name
         self.options = options
         self.paused = paused

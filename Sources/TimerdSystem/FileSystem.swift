@@ -57,6 +57,13 @@ public enum FileSystem {
         _ = try retryOnInterrupt { chmod(path, mode) }
     }
 
+    /// Sets the group of `path` itself (not of a symbolic link's target); the owner is left alone.
+    ///
+    /// The corresponding C function is `fchownat` (with `AT_SYMLINK_NOFOLLOW`).
+    public static func setGroup(_ path: String, _ gid: UInt32) throws(Errno) {
+        _ = try retryOnInterrupt { fchownat(AT_FDCWD, path, uid_t.max, gid, AT_SYMLINK_NOFOLLOW) }
+    }
+
     /// Removes the name `path` (not a directory).
     /// Replaces the file at `path` with `text` so readers see the old or the new content, never a mix:
     /// writes `path.tmp`, syncs it, renames it over `path`.

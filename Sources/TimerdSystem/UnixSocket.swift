@@ -106,6 +106,24 @@ public enum UnixSocket {
         return fd
     }
 
+    /// The path a listening socket is bound to (nil for an unnamed or abstract socket), e.g. to set the
+    /// permissions of a socket systemd created.
+    ///
+    /// The corresponding C function is `getsockname`.
+    public static func localPath(_ socket: FileDescriptor) -> String? {
+        var address = sockaddr_un()
+        var length = socklen_t(MemoryLayout<sockaddr_un>.size)
+        let result = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(socket.rawValue, $0, &length) }
+        }
+        guard result == 0, address.sun_family == sa_family_t(AF_UNIX) else { return nil }
+        let bytes = withUnsafeBytes(of: &address.sun_path) { raw in
+            Array(raw.prefix(max(0, Int(length) - MemoryLayout<sa_family_t>.size)).prefix { $0 != 0 })
+        }
+        guard let first = bytes.first, first == UInt8(ascii: "/") else { return nil }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
     /// Accepts one pending connection as a close-on-exec, non-blocking descriptor; nil when none
     /// is pending (EAGAIN) or the pending one was aborted by its client (ECONNABORTED).
     ///

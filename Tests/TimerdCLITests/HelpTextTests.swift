@@ -86,6 +86,8 @@ struct HelpTextTests {
               --env NAME=VALUE              Set an environment variable for the command (repeatable).
               --meta KEY=VALUE              Attach user info, passed as TIMERD_META_KEY (repeatable).
               --cwd PATH                    Run in directory PATH (absolute; default /).
+              --user USER                   Run as USER (root only; other users' jobs always run as themselves).
+              --group GROUP                 Run with primary group GROUP (root, or a group you are in).
               --owner OWNER                 Cancel the job when its owner goes away: pid:N (when process N exits).
               --owner-pid PID               Cancel the job when process PID exits (--owner pid:PID).
               --tag TAG                     Label the job, to pause, resume, cancel or list by tag (repeatable).

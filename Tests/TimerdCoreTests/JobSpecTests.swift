@@ -34,8 +34,9 @@ struct JobSpecTests {
         let spec = try Self.spec(opts(
             ("every", "1m30s"), ("start", "10s"), ("count", "3"), ("leeway", "250ms"), ("argv", "ls -l '/tmp dir'"),
             ("timeout", "2m"), ("kill_grace", "1s"), ("overlap", "replace"), ("env", "A=1"), ("env", "B=x=y"),
-            ("meta", "owner=ops"), ("meta", "1st=yes"), ("cwd", "/var/tmp"), ("owner", "pid:42"), ("tag", "t1"),
-            ("tag", "t2"), ("modes", "common, maintenance")))
+            ("meta", "owner=ops"), ("meta", "1st=yes"), ("cwd", "/var/tmp"), ("user", "backup"), ("group", "adm"),
+            ("owner", "pid:42"), ("tag", "t1"), ("tag", "t2"), ("modes", "common, maintenance")))
+        #expect(spec.user == "backup" && spec.group == "adm")
         #expect(spec.schedule == .every(interval: .seconds(90), start: .seconds(10)))
         #expect(spec.owner == .process(42))
         #expect(spec.tags == ["t1", "t2"])
@@ -52,14 +53,34 @@ struct JobSpecTests {
         #expect(spec.options == opts(
             ("every", "1m30s"), ("start", "10s"), ("count", "3"), ("leeway", "250ms"), ("argv", "ls -l '/tmp dir'"),
             ("timeout", "2m"), ("kill_grace", "1s"), ("overlap", "replace"), ("env", "A=1"), ("env", "B=x=y"),
-            ("meta", "owner=ops"), ("meta", "1st=yes"), ("cwd", "/var/tmp"), ("owner", "pid:42"), ("tag", "t1"),
-            ("tag", "t2"), ("modes", "common,maintenance")))
+            ("meta", "owner=ops"), ("meta", "1st=yes"), ("cwd", "/var/tmp"), ("user", "backup"), ("group", "adm"),
+            ("owner", "pid:42"), ("tag", "t1"), ("tag", "t2"), ("modes", "common,maintenance")))
         // Every key in `keys` except the alternatives of schedule and action (and the webhook action's own
         // keys, covered in WebhookTests; the calendar keys, covered below) appears above.
         let used = Set(spec.options.map(\.key))
         #expect(Set(JobSpec.keys).subtracting(used).subtracting(Webhook.keys)
             == ["in", "at", "command", "webhook", "on_failure", "on_recovery", "cron", "calendar", "timezone", "dst_gap",
                 "dst_repeat", "jitter", "fixed_jitter", "misfire", "misfire_grace", "history_limit"])
+    }
+
+    @Test("user and group take account names, never numbers, and only for commands")
+    func userAndGroup() throws {
+        let spec = try Self.spec(opts(("every", "1m"), ("user", "www-data"), ("group", "svc$"), ("command", "x")))
+        #expect(spec.user == "www-data" && spec.group == "svc$")
+        #expect(try Self.spec(spec.options) == spec)
+        expectError(.badArgument, key: "user", mentions: ["a name, not a number"]) {
+            try Self.spec(opts(("every", "1m"), ("user", "0"), ("command", "x")))
+        }
+        for bad in ["", "-rf", "a b", "r\u{f6}ot", String(repeating: "a", count: 33), "a/b"] {
+            expectError(.badArgument, key: "group", mentions: ["invalid name"]) {
+                try Self.spec(opts(("every", "1m"), ("group", bad), ("command", "x")))
+            }
+        }
+        expectError(.badArgument, key: "user", mentions: ["only to commands"]) {
+            try Self.spec(opts(("every", "1m"), ("user", "nobody"), ("webhook", "http://127.0.0.1:9/")))
+        }
+        #expect(JobSpec.publicKeys.isSubset(of: Set(JobSpec.keys)))
+        #expect(JobSpec.publicKeys.isDisjoint(with: ["command", "argv", "webhook", "env", "meta", "cwd", "body", "header", "on_failure"]))
     }
 
     @Test("misfire and history keys round-trip through options, with their limits")
@@ -374,7 +395,7 @@ struct JobSpecTests {
     /// A valid value for each key, used where the key must be accepted apart from being repeated.
     static let sampleValue: [String: String] = [
         "every": "1s", "start": "1s", "in": "1s", "at": "2026-01-01T00:00:00Z", "count": "2", "leeway": "1ms",
-        "command": "true", "argv": "true", "timeout": "1s", "kill_grace": "1s", "overlap": "queue", "cwd": "/",
+        "command": "true", "argv": "true", "timeout": "1s", "kill_grace": "1s", "overlap": "queue", "cwd": "/", "user": "nobody", "group": "nogroup",
         "owner": "pid:42", "modes": "common", "webhook": "http://127.0.0.1/", "method": "PUT", "body": "x",
         "content_type": "text/plain", "expect": "2xx", "retries": "1", "retry_backoff": "1s", "redirects": "1",
         "ca_file": "/etc/ssl/ca.pem", "insecure": "no", "on_failure": "true", "on_recovery": "true",
@@ -400,8 +421,8 @@ struct JobSpecTests {
             "every", "start", "in", "at", "cron", "calendar", "timezone", "dst_gap", "dst_repeat", "jitter",
             "fixed_jitter", "misfire", "misfire_grace", "count", "leeway", "command", "argv", "webhook", "method", "header", "body",
             "content_type", "expect", "retries", "retry_backoff", "redirects", "ca_file", "insecure", "timeout",
-            "kill_grace", "overlap", "env", "meta", "cwd", "owner", "tag", "modes", "on_failure", "on_recovery",
-            "history_limit",
+            "kill_grace", "overlap", "env", "meta", "cwd", "user", "group", "owner", "tag", "modes", "on_failure",
+            "on_recovery", "history_limit",
         ])
         #expect(JobSpec.repeatableKeys == ["env", "meta", "tag", "header"])
         #expect(Set(JobSpec.keys).count == JobSpec.keys.count)

@@ -41,8 +41,8 @@ struct TimerdErrorTests {
         #expect(Set(raws).count == raws.count)
         #expect(raws == [
             "unknown-verb", "bad-argument", "missing-argument", "bad-quoting", "line-too-long", "bad-encoding",
-            "no-such-job", "exists", "declared-in-config", "finished", "busy", "invalid-config", "shutting-down",
-            "internal",
+            "no-such-job", "exists", "declared-in-config", "finished", "busy", "invalid-config", "permission-denied",
+            "too-many-jobs", "rate-limited", "too-many-connections", "idle-timeout", "shutting-down", "internal",
         ])
     }
 
@@ -56,5 +56,10 @@ struct TimerdErrorTests {
         #expect(Limits.defaultStopGrace == .seconds(10))
         #expect(Limits.minimumInterval == .milliseconds(10))
         #expect(Limits.minimumInterval < DurationText.maximum)
+        // The access limits (docs/security.md).
+        #expect(Limits.defaultMaxConnections == 16_384 && Limits.defaultMaxConnectionsPerUser == 256)
+        #expect(Limits.defaultMaxRequestRate == 200 && Limits.defaultIdleTimeout == .seconds(300))
+        #expect(Limits.defaultUserMaxJobs == 1_000 && Limits.defaultUserMaxRunsPerMinute == 600)
+        #expect(Limits.defaultMaxOutputMemory == 64 << 20)
     }
 }

@@ -182,7 +182,7 @@ import TimerdCore
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let path = dir.path + "/state.db"
-        // Version 0 -> 1 on an existing empty file.
+        // Version 0 -> current on an existing empty file.
         try writeBytes(path, [])
         do {
             let (store, recovered) = try StateStore.open(directory: dir.path)
@@ -192,12 +192,13 @@ import TimerdCore
         }
         do {
             let database = try Database(path: path)
-            #expect(try database.userVersion == 1)
+            #expect(try database.userVersion == Schema.currentVersion)
             database.close()
         }
         // A later build's step: ADD COLUMN with a default, on the existing rows.
+        let next = Schema.currentVersion + 1
         let v2 = Schema.migrations + [
-            Migration(version: 2, statements: ["ALTER TABLE jobs ADD COLUMN note TEXT NOT NULL DEFAULT 'none'"])
+            Migration(version: next, statements: ["ALTER TABLE jobs ADD COLUMN note TEXT NOT NULL DEFAULT 'none'"])
         ]
         do {
             let (store, recovered) = try StateStore.open(directory: dir.path, migrations: v2, synchronous: .full)
@@ -206,41 +207,62 @@ import TimerdCore
             #expect(try store.history(job: "kept", limit: 5) == [run("kept", 1)])
             store.close()
             let database = try Database(path: path)
-            #expect(try database.userVersion == 2)
+            #expect(try database.userVersion == next)
             #expect(try database.strings("SELECT note FROM jobs") == ["none"])
             database.close()
         }
-        // Reopening at version 2 runs nothing more.
+        // Reopening at that version runs nothing more.
         do {
             let (store, recovered) = try StateStore.open(directory: dir.path, migrations: v2, synchronous: .full)
             #expect(recovered == nil)
             #expect(try store.jobs().count == 1)
             store.close()
         }
-        // This build (version 1) does not downgrade: the file is moved aside, untouched.
+        // This build does not downgrade: the file is moved aside, untouched.
         let before = try readBytes(path)
         let (store, recovered) = try StateStore.open(directory: dir.path)
         defer { store.close() }
         let message = try #require(recovered)
-        #expect(message.contains("schema version 2, newer than this build knows (1)"))
+        #expect(message.contains("schema version \(next), newer than this build knows (\(Schema.currentVersion))"))
         let aside = try #require(dir.entries().first { $0.hasPrefix("state.db.corrupt-") && !$0.hasSuffix("-wal") && !$0.hasSuffix("-shm") })
         #expect(message.contains(dir.path + "/" + aside))
         #expect(try readBytes(dir.path + "/" + aside) == before)
         #expect(try store.jobs() == [])
     }
 
+    @Test func version1JobsBelongToTimerdsOwnUserAfterTheOwnerMigration() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        do {
+            let (store, _) = try StateStore.open(directory: dir.path, migrations: Array(Schema.migrations.prefix(1)), synchronous: .full)
+            store.close()
+            let database = try Database(path: dir.path + "/state.db")
+            try database.executeScript("INSERT INTO jobs (name, options, added_at) VALUES ('old', '[]', 0)")
+            database.close()
+        }
+        let (store, recovered) = try StateStore.open(directory: dir.path)
+        defer { store.close() }
+        #expect(recovered == nil)
+        #expect(try store.jobs().map(\.ownerUID) == [nil])
+        var owned = job("new")
+        owned.ownerUID = 1001
+        try store.applyAndWait([.putJob(owned)])
+        #expect(try store.jobs().map(\.name) == ["new", "old"])
+        #expect(try store.jobs().map(\.ownerUID) == [1001, nil])
+    }
+
     @Test func failingMigrationLeavesTheVersionAlone() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let bad = Schema.migrations + [
-            Migration(version: 2, statements: ["ALTER TABLE jobs ADD COLUMN x INTEGER", "ALTER TABLE nowhere ADD COLUMN y"])
+            Migration(version: Schema.currentVersion + 1, statements: ["ALTER TABLE jobs ADD COLUMN x INTEGER", "ALTER TABLE nowhere ADD COLUMN y"])
         ]
         #expect(throws: StoreError.self) {
             _ = try StateStore.open(directory: dir.path, migrations: bad, synchronous: .full)
         }
         let database = try Database(path: dir.path + "/state.db")
         defer { database.close() }
-        #expect(try database.userVersion == 1)
+        #expect(try database.userVersion == Schema.currentVersion)
         // The step's first statement was rolled back with it.
         #expect(try database.query("SELECT count(*) FROM pragma_table_info('jobs') WHERE name = 'x'") { $0.int(0) } == [0])
     }
