@@ -145,6 +145,16 @@ public struct GroupAccount: Sendable, Equatable {
     }
 }
 
+extension Credentials {
+    /// The identity `account` logs in with: its uid, its primary gid and all its groups (what
+    /// initgroups would set).
+    ///
+    /// The corresponding C function is `getgrouplist`.
+    public init(account: UserAccount) throws(Errno) {
+        self.init(uid: account.uid, gid: account.gid, groups: try account.supplementaryGroups(primary: account.gid))
+    }
+}
+
 /// Runs a reentrant user or group database lookup (getpwnam_r and friends), doubling its buffer
 /// from `initialBufferSize` bytes while it reports ERANGE (up to 64 MiB), and converts the entry
 /// while the buffer its strings point into is alive. Nil when there is no such entry.
