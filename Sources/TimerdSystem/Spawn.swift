@@ -1,14 +1,36 @@
 import CTimerdSys
 import Glibc
 
+/// The identity a spawned command runs as instead of the daemon's: real, effective and saved
+/// user and group ids, and exactly this supplementary group list.
+///
+/// `groups` is what setgroups sets, as is: for a user's usual list, take
+/// `UserAccount.supplementaryGroups(primary:)` (or `init(account:)`), the list initgroups would
+/// set. It is computed before the spawn because initgroups cannot run between clone and exec.
+public struct Credentials: Sendable, Hashable {
+    public var uid: UInt32
+    public var gid: UInt32
+    public var groups: [UInt32]
+
+    public init(uid: UInt32, gid: UInt32, groups: [UInt32]) {
+        self.uid = uid
+        self.gid = gid
+        self.groups = groups
+    }
+}
+
 /// Why a command could not be started.
 public struct SpawnError: Error, Sendable, Equatable, CustomStringConvertible {
     /// What failed.
     public enum Stage: Sendable, Equatable {
         /// The program was not found or could not be executed.
         case program
-        /// The working directory does not exist, is not a directory, or is not searchable.
+        /// The working directory does not exist, is not a directory, or is not searchable (with
+        /// the new identity, when there is one).
         case workingDirectory
+        /// The identity could not be changed to the requested credentials: setgroups, setresgid or
+        /// setresuid failed, or the change was incomplete or reversible (EPERM).
+        case credentials
         /// An argument or environment entry contains a NUL byte, or a name contains "=".
         case invalidArgument
         /// The child started but could not be tracked (pidfd_open failed); it was killed.
@@ -19,22 +41,32 @@ public struct SpawnError: Error, Sendable, Equatable, CustomStringConvertible {
     public var errno: Errno
     public var program: String
     public var workingDirectory: String?
+    /// The identity the command was to run as (nil: the daemon's own).
+    public var credentials: Credentials?
 
-    public init(stage: Stage, errno: Errno, program: String, workingDirectory: String?) {
+    public init(
+        stage: Stage, errno: Errno, program: String, workingDirectory: String?, credentials: Credentials? = nil
+    ) {
         self.stage = stage
         self.errno = errno
         self.program = program
         self.workingDirectory = workingDirectory
+        self.credentials = credentials
     }
 
-    /// "cannot start /no/such: No such file or directory (ENOENT)", or for a bad working
-    /// directory "cannot start /bin/true: working directory /nope: No such file or directory (ENOENT)".
+    /// "cannot start /no/such: No such file or directory (ENOENT)"; for a bad working directory
+    /// "cannot start /bin/true: working directory /nope: No such file or directory (ENOENT)"; for
+    /// a failed change of identity "cannot start /bin/sh as uid 1001 (gid 1001): Operation not
+    /// permitted (EPERM)".
     public var description: String {
         switch stage {
         case .program:
             "cannot start \(program): \(errno)"
         case .workingDirectory:
             "cannot start \(program): working directory \(workingDirectory ?? "?"): \(errno)"
+        case .credentials:
+            "cannot start \(program) as uid \(credentials.map { String($0.uid) } ?? "?")"
+                + " (gid \(credentials.map { String($0.gid) } ?? "?")): \(errno)"
         case .invalidArgument:
             "cannot start \(program): an argument or environment entry contains a NUL byte or a bad name"
         case .tracking:
@@ -82,7 +114,8 @@ public struct ChildProcess: Sendable, Hashable {
     }
 }
 
-/// Starting commands with `posix_spawn`.
+/// Starting commands: clone (CLONE_VM | CLONE_VFORK) and execve, with an optional change of
+/// identity in between (see `tsys_spawn` in CTimerdSys).
 public enum Spawn {
     /// The search path used when `environment` has no PATH.
     public static let defaultSearchPath = "/usr/local/bin:/usr/bin:/bin"
@@ -95,19 +128,31 @@ public enum Spawn {
     /// `environment["PATH"]` (default `defaultSearchPath`); one with "/" is used as is, and if
     /// relative, resolved in `workingDirectory`. Then opens a pidfd for the child.
     ///
-    /// Safe to call from any thread. Throws `SpawnError` with the errno of the failure and what
-    /// it concerned (the program or the working directory); nothing is left running then.
+    /// With `credentials`, the child switches to that identity (supplementary groups, then real,
+    /// effective and saved gid, then uid; checked, and for a uid other than 0 checked to be
+    /// irreversible) before it changes to `workingDirectory` and executes `program`, so both are
+    /// checked with the new identity's rights. Changing identity needs root (CAP_SETUID and
+    /// CAP_SETGID); otherwise it fails with EPERM, even for the caller's own ids. The PATH search
+    /// still runs with the caller's identity. Without `credentials`, the child keeps the caller's.
     ///
-    /// The corresponding C functions are `posix_spawn` and `pidfd_open`.
+    /// Safe to call from any thread. Throws `SpawnError` with the errno of the failure and what
+    /// it concerned (the program, the working directory or the credentials), as the child
+    /// reported it; nothing is left running then and nothing of `program` ran.
+    ///
+    /// The corresponding C functions are `clone`, `setgroups`, `setresgid`, `setresuid`, `chdir`,
+    /// `execve` (in `tsys_spawn`) and `pidfd_open`.
     public static func run(
         program: String,
         arguments: [String] = [],
         environment: [String: String],
         workingDirectory: String? = nil,
+        credentials: Credentials? = nil,
         output: FileDescriptor
     ) throws(SpawnError) -> ChildProcess {
         func failure(_ stage: SpawnError.Stage, _ errno: Errno) -> SpawnError {
-            SpawnError(stage: stage, errno: errno, program: program, workingDirectory: workingDirectory)
+            SpawnError(
+                stage: stage, errno: errno, program: program, workingDirectory: workingDirectory,
+                credentials: credentials)
         }
 
         let argv = [program] + arguments
@@ -128,18 +173,24 @@ public enum Spawn {
         }
 
         var pid: pid_t = 0
+        var stage: Int32 = 0
         let status = withCStringArray(argv) { argvPointer in
             withCStringArray(envp) { envpPointer in
-                tsys_spawn(&pid, path, argvPointer, envpPointer, workingDirectory, output.rawValue)
+                withCCredentials(credentials) { credentialsPointer in
+                    tsys_spawn(
+                        &pid, &stage, path, argvPointer, envpPointer, workingDirectory, output.rawValue,
+                        credentialsPointer)
+                }
             }
         }
         if status != 0 {
-            // posix_spawn reports chdir and execve failures alike; blame the working directory
-            // when it is not a searchable directory.
-            if let workingDirectory, let error = checkDirectory(workingDirectory) {
-                throw failure(.workingDirectory, error)
+            // The child says which step failed; the rest (the session, descriptors, signals, the
+            // clone itself) is part of starting the program.
+            switch stage {
+            case TSYS_SPAWN_STAGE_CREDENTIALS: throw failure(.credentials, Errno(rawValue: status))
+            case TSYS_SPAWN_STAGE_CHDIR: throw failure(.workingDirectory, Errno(rawValue: status))
+            default: throw failure(.program, Errno(rawValue: status))
             }
-            throw failure(.program, Errno(rawValue: status))
         }
 
         let pidfd = tsys_pidfd_open(pid)
@@ -176,16 +227,18 @@ public enum Spawn {
         throw sawNonExecutable ? .permissionDenied : .noSuchFileOrDirectory
     }
 
-    /// Why `path` cannot be a working directory, or nil if it can.
-    private static func checkDirectory(_ path: String) -> Errno? {
-        var info = stat()
-        if stat(path, &info) == -1 {
-            return .current
+    /// Calls `body` with `credentials` as a C `struct tsys_credentials`, or with nil.
+    private static func withCCredentials<Result>(
+        _ credentials: Credentials?, _ body: (UnsafePointer<tsys_credentials>?) -> Result
+    ) -> Result {
+        guard let credentials else {
+            return body(nil)
         }
-        if info.st_mode & S_IFMT != S_IFDIR {
-            return .notDirectory
+        return credentials.groups.withUnsafeBufferPointer { groups in
+            let cCredentials = tsys_credentials(
+                uid: credentials.uid, gid: credentials.gid, groups: groups.baseAddress, group_count: groups.count)
+            return withUnsafePointer(to: cCredentials) { body($0) }
         }
-        return access(path, X_OK) == 0 ? nil : .current
     }
 
     /// Calls `body` with a NULL-terminated array of C strings copied from `strings`.

@@ -119,10 +119,11 @@ import TimerdSystem
             }
         }
         #expect(parentMask != "0000000000000000")  // The precondition is real.
-        // posix_spawn returns after the exec succeeded, so this is sleep's own state.
+        // Spawn.run returns after the exec succeeded, so this is sleep's own state.
         #expect(try procStatusField(String(child.pid), "SigBlk") == "0000000000000000")
-        // glibc's posix_spawn leaves its two internal real-time signals (32, 33) ignored in
-        // every child; no standard signal (1...31) may be.
+        // glibc's two internal real-time signals (32, 33) are out of sigaction's reach and keep
+        // whatever the parent had (glibc's own posix_spawn ignored them); no standard signal
+        // (1...31) may be ignored.
         let ignoredField = try #require(try procStatusField(String(child.pid), "SigIgn"))
         let ignored = try #require(UInt64(ignoredField, radix: 16))
         #expect(ignored & 0x7fff_ffff == 0)

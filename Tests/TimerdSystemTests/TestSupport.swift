@@ -38,7 +38,8 @@ struct Finished {
 func run(
     _ program: String, _ arguments: [String] = [],
     environment: [String: String] = ["PATH": "/usr/bin:/bin"],
-    workingDirectory: String? = nil
+    workingDirectory: String? = nil,
+    credentials: Credentials? = nil
 ) throws -> Finished {
     let pipe = try FileDescriptor.makePipe()
     defer { try? pipe.read.close() }
@@ -46,7 +47,7 @@ func run(
     do {
         child = try Spawn.run(
             program: program, arguments: arguments, environment: environment,
-            workingDirectory: workingDirectory, output: pipe.write)
+            workingDirectory: workingDirectory, credentials: credentials, output: pipe.write)
     } catch {
         try? pipe.write.close()
         throw error

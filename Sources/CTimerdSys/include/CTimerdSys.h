@@ -1,16 +1,18 @@
 // CTimerdSys: the few Linux calls Swift cannot make directly or safely.
 //
-// They are GNU extensions hidden by a plain `import Glibc` (accept4, pipe2, struct ucred,
-// POSIX_SPAWN_SETSID, the *_np file actions), raw system calls without a glibc wrapper on older
-// systems (pidfd_open, pidfd_send_signal; syscall() is variadic and not callable from Swift), or
-// function-like macros Swift does not import (WIFEXITED and friends).
+// They are GNU extensions hidden by a plain `import Glibc` (accept4, pipe2, struct ucred), raw
+// system calls without a glibc wrapper on older systems (pidfd_open, pidfd_send_signal; syscall()
+// is variadic and not callable from Swift), code that must run between clone and execve
+// (tsys_spawn), or function-like macros Swift does not import (WIFEXITED and friends).
 //
 // Conventions: every function returns -1 and sets errno on failure, except tsys_spawn, which
-// returns the error number itself (like posix_spawn). Signatures use only plain POSIX types.
-// Callers own EINTR handling; nothing here retries.
+// returns the error number itself (like posix_spawn). Signatures use only plain POSIX types (and
+// one struct of them). Callers own EINTR handling; nothing here retries, except tsys_spawn when it
+// reaps a child that failed before exec.
 #ifndef CTIMERDSYS_H
 #define CTIMERDSYS_H
 
+#include <stddef.h>
 #include <sys/types.h>
 
 #ifdef __cplusplus
@@ -32,13 +34,37 @@ int tsys_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
 /// pipe2(fds, O_CLOEXEC | (nonblocking_read ? O_NONBLOCK on fds[0] only : 0)). Returns 0 or -1.
 int tsys_pipe_cloexec(int fds[2], int nonblocking_read);
 
-/// Starts `path` (used as is: no PATH search) with posix_spawn in a new session, with an empty
-/// signal mask and every signal at its default action, stdin from /dev/null, stdout and stderr
-/// both on `output_fd`, every other descriptor closed, and the working directory changed to
-/// `cwd` when it is not NULL. `argv` and `envp` are NULL-terminated.
-/// Returns 0 and stores the child's pid in `*pid`, or returns an errno value (nothing is started).
-int tsys_spawn(pid_t *pid, const char *path, char *const argv[], char *const envp[],
-               const char *cwd, int output_fd);
+/// The identity a spawned child switches to before its working directory and exec
+/// (see tsys_spawn). `groups` is the complete supplementary group list (`group_count` entries, at
+/// most NGROUPS_MAX; NULL when 0), set as is: compute it in the parent with getgrouplist, which is
+/// what initgroups would set (initgroups itself is not async-signal-safe).
+struct tsys_credentials {
+    uid_t uid;
+    gid_t gid;
+    const gid_t *groups;
+    size_t group_count;
+};
+
+// Where tsys_spawn failed (its `*stage`).
+#define TSYS_SPAWN_STAGE_SETUP 1        // before the child ran anything of its own: the stack, clone,
+                                        // the session, descriptors, signals
+#define TSYS_SPAWN_STAGE_CREDENTIALS 2  // setgroups/setresgid/setresuid, or their verification
+#define TSYS_SPAWN_STAGE_CHDIR 3        // chdir(cwd), done with the new identity
+#define TSYS_SPAWN_STAGE_EXEC 4         // execve(path)
+
+/// Starts `path` (used as is: no PATH search) in a new session, with stdin from /dev/null,
+/// stdout and stderr both on `output_fd`, every other descriptor closed, the identity of
+/// `credentials` unless it is NULL (then the caller's), the working directory changed to `cwd`
+/// when it is not NULL (after the identity change, so with the new identity's rights), every
+/// signal at its default action and an empty signal mask. `argv` and `envp` are NULL-terminated.
+///
+/// Returns 0 and stores the child's pid in `*pid` once the child has called execve successfully.
+/// Otherwise returns an errno value and stores the TSYS_SPAWN_STAGE_* that failed in `*stage`;
+/// nothing runs then (a child that failed was reaped). A credential change that returned success
+/// but left a real, effective or saved id other than the target, or (for a uid other than 0)
+/// that could be undone with setresuid(0, 0, 0), fails with EPERM.
+int tsys_spawn(pid_t *pid, int *stage, const char *path, char *const argv[], char *const envp[],
+               const char *cwd, int output_fd, const struct tsys_credentials *credentials);
 
 #define TSYS_WAIT_EXITED 1    // `*value` is the exit code (0...255).
 #define TSYS_WAIT_SIGNALED 2  // `*value` is the terminating signal number.
