@@ -58,12 +58,12 @@ _timerctl() {
     local notify_flags="--on-failure --on-recovery"
     local calendar_flags="--cron --calendar --timezone --dst-gap --dst-repeat"
     local misfire_flags="--misfire --misfire-grace"
-    local job_flags="--every --start --in --at $calendar_flags --jitter --fixed-jitter $misfire_flags --count --leeway --command --argv $webhook_flags --timeout --kill-grace --overlap --env --meta --cwd $owner_flags $notify_flags --history-limit"
-    local exec_flags="--start --interval --repeats --async --jitter --fixed-jitter $misfire_flags --count --leeway --command --argv $webhook_flags --timeout --kill-grace --env --meta --cwd $owner_flags $notify_flags --history-limit"
+    local job_flags="--every --start --in --at $calendar_flags --jitter --fixed-jitter $misfire_flags --count --leeway --command --argv $webhook_flags --timeout --kill-grace --overlap --env --meta --cwd --user --group $owner_flags $notify_flags --history-limit"
+    local exec_flags="--start --interval --repeats --async --jitter --fixed-jitter $misfire_flags --count --leeway --command --argv $webhook_flags --timeout --kill-grace --env --meta --cwd --user --group $owner_flags $notify_flags --history-limit"
     local resume_flags="--now --after"
     local next_flags="--cron --calendar --every --count --timezone --from --dst-gap --dst-repeat"
     # Flags that take a value (as the next word or after "=").
-    local value_flags=" --socket --every --start --in --at --cron --calendar --timezone --dst-gap --dst-repeat --jitter --from --count --leeway --command --argv --timeout --kill-grace --overlap --env --meta --cwd --owner --owner-pid --tag --modes --interval --after $webhook_flags $notify_flags $misfire_flags --history-limit --limit "
+    local value_flags=" --socket --every --start --in --at --cron --calendar --timezone --dst-gap --dst-repeat --jitter --from --count --leeway --command --argv --timeout --kill-grace --overlap --env --meta --cwd --user --group --owner --owner-pid --tag --modes --interval --after $webhook_flags $notify_flags $misfire_flags --history-limit --limit "
 
     # COMP_WORDS splits "--flag=value" at "=" (COMP_WORDBREAKS): glue those pieces back together.
     local -a words=()
@@ -159,6 +159,10 @@ _timerctl() {
             --cwd)
                 compopt -o filenames 2>/dev/null
                 mapfile -t COMPREPLY < <(compgen -P "$prefix" -d -- "$value") ;;
+            --user)
+                mapfile -t COMPREPLY < <(compgen -P "$prefix" -u -- "$value") ;;
+            --group)
+                mapfile -t COMPREPLY < <(compgen -P "$prefix" -g -- "$value") ;;
         esac
         return 0
     fi

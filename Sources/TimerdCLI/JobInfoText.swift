@@ -56,6 +56,11 @@ package enum JobInfoText {
         add("name", job.name)
         add("state", job.state.rawValue)
         add("source", job.declared_at.map { "\(job.source), declared at \($0)" } ?? job.source)
+        if job.redacted {
+            add("added by", "uid \(job.owner_uid) (details hidden: another user's job)")
+        } else if job.owner_uid != 0 {
+            add("added by", "uid \(job.owner_uid)")
+        }
         add("schedule", job.schedule)
         var others: [String] = []
         for option in job.options {

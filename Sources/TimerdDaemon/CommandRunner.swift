@@ -50,6 +50,29 @@ actor CommandRun: RunHandle {
         self.events = events
     }
 
+    /// The account and identity a run as `runAs` gets, looked up now: the user's uid, its primary group (or
+    /// `group=`), and every group it is in (what initgroups would set). A user or group that no longer
+    /// exists fails the run; it never falls back to timerd's own identity.
+    static func resolve(_ runAs: RunAs, accounts: any AccountDirectory) throws(TimerdError) -> (UserAccount, Credentials) {
+        let found: UserAccount?
+        switch runAs.user {
+        case .named(let name):
+            found = try accounts.user(named: name)
+            guard found != nil else { throw TimerdError(.internal, "cannot run as user \(name): no such user (it was removed?)") }
+        case .uid(let uid):
+            found = try accounts.user(uid: uid)
+            guard found != nil else { throw TimerdError(.internal, "cannot run as uid \(uid): no such user (it was removed?)") }
+        }
+        var account = found!
+        if let name = runAs.group {
+            guard let group = try accounts.group(named: name) else {
+                throw TimerdError(.internal, "cannot run as \(account.name) with group \(name): no such group (it was removed?)")
+            }
+            account.gid = group.gid
+        }
+        return (account, Credentials(uid: account.uid, gid: account.gid, groups: try accounts.groups(of: account)))
+    }
+
     nonisolated func stop(reason: String) {
         executor.queue.async { self.assumeIsolated { $0.terminate(reason: reason, immediately: false) } }
     }
@@ -84,11 +107,28 @@ actor CommandRun: RunHandle {
         } catch {
             return finish(.failed, exitCode: nil, signal: nil, reason: "cannot create the output pipe: \(error)")
         }
+        var environment = request.environment
+        var credentials: Credentials?
+        if let runAs = request.runAs {
+            do {
+                let (account, identity) = try Self.resolve(runAs, accounts: SystemAccounts())
+                credentials = identity
+                let path = account.uid == 0 ? Daemon.rootPath : RunAs.userPath
+                for (key, value) in [("HOME", account.home), ("USER", account.name), ("LOGNAME", account.name), ("PATH", path)]
+                where environment[key] == nil {
+                    environment[key] = value
+                }
+            } catch {
+                try? pipe.read.close()
+                try? pipe.write.close()
+                return finish(.failed, exitCode: nil, signal: nil, reason: error.message)
+            }
+        }
         let child: ChildProcess
         do {
             child = try Spawn.run(
-                program: program, arguments: arguments, environment: request.environment,
-                workingDirectory: request.workingDirectory, output: pipe.write)
+                program: program, arguments: arguments, environment: environment,
+                workingDirectory: request.workingDirectory, credentials: credentials, output: pipe.write)
         } catch {
             try? pipe.read.close()
             try? pipe.write.close()

@@ -125,11 +125,16 @@ actor Connection {
         if let watch { IOWatcher.shared.cancel(watch) }
         watch = nil
         try? fd.close()
-        onClose(id)
+        // A request still in flight may bind a job to this connection (owner=connection): the server hears
+        // of the close once it is done (see `replied`), so the job cannot outlive the connection.
+        if !busy { onClose(id) }
     }
 
     private func ready(_ events: IOWatcher.Events) {
-        if events.contains(.writable) { flush() }
+        if events.contains(.writable) {
+            flush()
+            pump()  // room for replies again
+        }
         if events.contains(.readable), !readEOF { read() }
         updateInterest()
         closeIfDone()
@@ -174,7 +179,9 @@ actor Connection {
     // MARK: - Requests
 
     private func pump() {
-        guard !busy, !closed, !requests.isEmpty else { return }
+        // While a full reply backlog waits for the client to read, handle nothing more: the next request
+        // could make another large reply.
+        guard !busy, !closed, !requests.isEmpty, out.count < Self.maxQueuedReplyBytes else { return }
         busy = true
         let line = requests.removeFirst()
         if !client.isAdmin, !requestBucket.take(now: SystemClock.monoNow()) {
@@ -197,7 +204,7 @@ actor Connection {
 
     private func replied(_ reply: Reply, watch: WatchFilter? = nil) {
         busy = false
-        guard !closed else { return }
+        guard !closed else { return onClose(id) }
         out += Array((reply.encode() + "\n").utf8)
         flush()
         if let watch {

@@ -251,6 +251,12 @@ struct ControlHandler: Sendable {
             return TimerdError(.permissionDenied, message)
         }
         let daemonIsRoot = Client.daemonUID == 0
+        if let user = spec.user, try accounts.user(named: user) == nil {
+            throw TimerdError(.badArgument, "user: no such user \"\(user)\"", key: "user")
+        }
+        if let group = spec.group, try accounts.group(named: group) == nil {
+            throw TimerdError(.badArgument, "group: no such group \"\(group)\"", key: "group")
+        }
         if client.isAdmin {
             if !daemonIsRoot, let key = spec.user != nil ? "user" : spec.group != nil ? "group" : nil {
                 throw denied("\(key)= needs timerd to run as root (it runs as uid \(Client.daemonUID))")

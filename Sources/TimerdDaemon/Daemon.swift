@@ -187,9 +187,12 @@ public final class Daemon: Sendable {
         SystemClock.setTestWallClock(to: time)
     }
 
+    /// `PATH` of runs as root (and as timerd's own user).
+    static let rootPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
     static func baseEnvironment() -> [KeyValue] {
         var list = [
-            KeyValue("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"),
+            KeyValue("PATH", rootPath),
             KeyValue("SHELL", "/bin/sh"),
             KeyValue("HOME", CurrentProcess.environmentVariable("HOME") ?? "/"),
         ]

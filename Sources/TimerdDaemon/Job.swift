@@ -122,6 +122,8 @@ struct Job {
     var lastOutcome: (id: Int, outcome: RunOutcome)?
     /// When the last output was noted for `max_output_memory` (0: not held).
     var outputSequence: UInt64 = 0
+    /// The last output was dropped for `max_output_memory` (`show` says so instead).
+    var outputDropped = false
     var skipped = 0
     var lastSkip: (at: WallTime, reason: String)?
 

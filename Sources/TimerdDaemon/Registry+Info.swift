@@ -91,7 +91,7 @@ extension Registry {
             info.last_http_status = outcome.httpStatus
             info.last_duration_ms = Double(outcome.durationNs) / 1_000_000
             info.last_reason = outcome.reason
-            info.last_output = outcome.output
+            info.last_output = job.outputDropped ? Self.droppedOutput : outcome.output
         }
         info.owner = job.spec.owner?.description
         info.owner_uid = job.ownerUID

@@ -12,7 +12,12 @@ extension Registry {
 
     /// Call after setting a job's `lastOutcome`: records it and drops the oldest outputs while over the limit.
     func noteOutputHeld(_ name: JobName) {
-        guard var job = jobs[name], let output = job.lastOutcome?.outcome.output, !output.isEmpty else { return }
+        guard var job = jobs[name] else { return }
+        job.outputDropped = false
+        guard let output = job.lastOutcome?.outcome.output, !output.isEmpty else {
+            jobs[name] = job
+            return
+        }
         nextOutputSequence += 1
         job.outputSequence = nextOutputSequence
         jobs[name] = job
@@ -22,9 +27,10 @@ extension Registry {
             let (sequence, oldest) = heldOutputs[heldOutputStart]
             heldOutputStart += 1
             guard var held = jobs[oldest], held.outputSequence == sequence, var last = held.lastOutcome else { continue }
-            last.outcome.output = Self.droppedOutput
+            last.outcome.output = ""
             held.lastOutcome = last
             held.outputSequence = 0
+            held.outputDropped = true
             jobs[oldest] = held
             outputsDropped += 1
             if outputsDropped.isLogMilestone {

@@ -59,7 +59,7 @@ import TimerdSystem
             let output = directory + "/inside.out"
             let fd = try FileDescriptor.open(output, .writeOnly, options: [.create, .truncate])
             defer { try? fd.close() }
-            // posix_spawn, not Foundation's Process: its exit watching missed nsenter's exit here.
+            // Spawn (clone + exec), not Foundation's Process: its exit watching missed nsenter's exit here.
             let child = try Spawn.run(
                 program: "/usr/bin/nsenter", arguments: ["-t", String(timerdHostPID), "-p", "-m", "/bin/sh", "-c", script],
                 environment: ["PATH": "/usr/bin:/bin"], output: fd)

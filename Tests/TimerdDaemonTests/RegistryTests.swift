@@ -27,10 +27,10 @@ final class FakeLauncher: RunLauncher {
     func handle(_ index: Int) -> Handle { started.withLock { $0[index].handle } }
 
     /// Ends run `index` with `result`.
-    func finish(_ index: Int, _ result: RunOutcome.Result = .ok, exitCode: Int? = 0) {
+    func finish(_ index: Int, _ result: RunOutcome.Result = .ok, exitCode: Int? = 0, output: String = "") {
         let events = started.withLock { $0[index].events }
         events(.finished(RunOutcome(
-            result: result, exitCode: exitCode, signal: nil, reason: "test", output: "",
+            result: result, exitCode: exitCode, signal: nil, reason: "test", output: output,
             finishedWall: WallTime(seconds: 0), durationNs: 0)))
     }
 }
