@@ -45,7 +45,7 @@ let package = Package(
         .testTarget(name: "TimerdCLITests", dependencies: ["TimerdCLI"]),
         .testTarget(name: "TimerdDaemonTests", dependencies: ["TimerdDaemon"]),
         .testTarget(name: "TimerdStoreTests", dependencies: ["TimerdStore"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["TimerdProtocol", "TimerdSystem", "TimerdStore"], exclude: ["webhook_server.py"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["TimerdCore", "TimerdProtocol", "TimerdSystem", "TimerdStore"], exclude: ["webhook_server.py"]),
         .testTarget(name: "SystemdTests", dependencies: []),
     ],
     swiftLanguageModes: [.v6]

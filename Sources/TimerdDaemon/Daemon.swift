@@ -119,6 +119,7 @@ public final class Daemon: Sendable {
         let daemon = Daemon(configPath: configPath, explicit: options.config != nil, configuration: configuration,
                             store: opened.store)
         if let recovered = opened.recovered { daemon.log.error(recovered) }
+        daemon.raiseOpenFileLimit()
         daemon.log.info("state in \(stateDirectory)/state.db")
         Task { await daemon.start(socket: socket, configuration: configuration) }
         while true {
@@ -161,6 +162,21 @@ public final class Daemon: Sendable {
                 webhooks: WebhookLauncher(log: log, library: Self.failpoints.contains("no-libcurl") ? "libcurl-absent.so" : "libcurl.so.4")),
             log: log, maxRunning: configuration.settings.maxRunning,
             baseEnvironment: Self.baseEnvironment(), store: store, access: access)
+    }
+
+    /// Lets timerd hold as many clients and job pipes as the hard limit allows: under systemd's default soft
+    /// limit of 1,024 descriptors it would stop accepting clients at about a thousand.
+    private func raiseOpenFileLimit() {
+        do {
+            let limit = try CurrentProcess.raiseOpenFileLimit()
+            if limit.from < limit.to {
+                log.info("open files: soft limit raised from \(limit.from) to \(limit.to) (the hard limit)")
+            } else {
+                log.debug("open files: soft limit \(limit.from), already the hard limit")
+            }
+        } catch {
+            log.warning("open files: cannot raise the soft limit to the hard limit: \(error)")
+        }
     }
 
     /// Reads the config; a missing default config is an empty one, a missing explicit one an error.

@@ -74,12 +74,24 @@ public struct LineFramer: Sendable {
         return pendingCR ? buffer + [UInt8(ascii: "\r")] : buffer
     }
 
+    /// The index of the first `\n` at or after `start`. A plain loop over the base address: in a debug build
+    /// the generic `firstIndex(of:)` on a buffer slice costs about 150 ns a byte, and a client streaming
+    /// megabytes (discarded as an overlong line) kept the control queue busy for seconds.
+    private static func firstNewline(in input: UnsafeBufferPointer<UInt8>, from start: Int) -> Int? {
+        guard let base = input.baseAddress else { return nil }
+        var index = start
+        while index < input.count {
+            if base[index] == UInt8(ascii: "\n") { return index }
+            index += 1
+        }
+        return nil
+    }
+
     private mutating func consume(_ input: UnsafeBufferPointer<UInt8>, into events: inout [FramedLine]) {
-        let newline = UInt8(ascii: "\n")
         var i = 0
         let n = input.count
         while i < n {
-            let end = input[i...].firstIndex(of: newline)
+            let end = Self.firstNewline(in: input, from: i)
             if discarding {
                 guard let end else { return }
                 discarding = false

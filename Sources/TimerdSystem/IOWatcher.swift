@@ -12,9 +12,11 @@ import Synchronization
 /// on Dispatch.
 ///
 /// Each registration is one-shot: after an event its handler runs once on its queue, then the descriptor
-/// is re-armed with the registration's current interest (unless it was cancelled meanwhile). `cancel`,
-/// called on the registration's queue, guarantees the handler never runs again, so the caller may close
-/// the descriptor right after.
+/// is re-armed with the registration's current interest (unless it was cancelled meanwhile). Between the
+/// event and the end of its handler the descriptor stays disarmed, so a registration has at most one
+/// handler run waiting on its queue however busy its descriptor is, and other registrations on the same
+/// queue get their turn. `cancel`, called on the registration's queue, guarantees the handler never runs
+/// again, so the caller may close the descriptor right after.
 public final class IOWatcher: Sendable {
     /// What a handler is told and what a registration waits for.
     public struct Events: OptionSet, Sendable, Hashable {
@@ -32,16 +34,22 @@ public final class IOWatcher: Sendable {
         public let fd: FileDescriptor
         let queue: DispatchQueue
         let handler: @Sendable (Events) -> Void
-        /// Current interest; nil once cancelled.
-        let interest: Mutex<Events?>
+        let state: Mutex<State>
 
         init(id: UInt64, fd: FileDescriptor, interest: Events, queue: DispatchQueue, handler: @escaping @Sendable (Events) -> Void) {
             self.id = id
             self.fd = fd
             self.queue = queue
             self.handler = handler
-            self.interest = Mutex(interest)
+            self.state = Mutex(State(interest: interest))
         }
+    }
+
+    struct State: Sendable {
+        /// Current interest; nil once cancelled.
+        var interest: Events?
+        /// An event was taken and its handler has not finished: the descriptor is disarmed until it has.
+        var delivering = false
     }
 
     /// The watcher the daemon uses; its thread starts on first use.
@@ -101,16 +109,19 @@ public final class IOWatcher: Sendable {
     }
 
     /// Changes what `registration` waits for (empty: nothing until the next update). Call it on the
-    /// registration's queue.
+    /// registration's queue. From its own handler, the new interest takes effect when the handler returns.
     ///
     /// The corresponding C function is `epoll_ctl` (`EPOLL_CTL_MOD`).
     public func update(_ registration: Registration, to events: Events) {
-        let armed = registration.interest.withLock { interest -> Bool in
-            guard interest != nil else { return false }
-            interest = events
-            return true
+        registration.state.withLock { state in
+            guard state.interest != nil else { return }
+            state.interest = events
+            // Arming now as well as after the handler would queue a second handler run; a descriptor that
+            // stays ready would then add one more run to the queue each time, ahead of every other
+            // registration on it (a client streaming a long line starved the other clients for seconds).
+            guard !state.delivering else { return }
+            arm(registration, events)
         }
-        if armed { rearm(registration) }
     }
 
     /// Stops watching. Called on the registration's queue, the handler never runs again and the
@@ -118,21 +129,28 @@ public final class IOWatcher: Sendable {
     ///
     /// The corresponding C function is `epoll_ctl` (`EPOLL_CTL_DEL`).
     public func cancel(_ registration: Registration) {
-        let wasActive = registration.interest.withLock { interest -> Bool in
-            defer { interest = nil }
-            return interest != nil
+        let wasActive = registration.state.withLock { state -> Bool in
+            defer { state.interest = nil }
+            return state.interest != nil
         }
         guard wasActive else { return }
         _ = tsys_epoll_remove(epoll.rawValue, registration.fd.rawValue)
         registrations.withLock { $0[registration.id] = nil }
     }
 
-    private func rearm(_ registration: Registration) {
-        registration.interest.withLock { interest in
+    /// Re-arms `registration` with its current interest once its handler has run.
+    private func finishDelivery(_ registration: Registration) {
+        registration.state.withLock { state in
             // Under the lock, so a concurrent cancel cannot slip between the check and the MOD.
-            guard let interest else { return }
-            _ = tsys_epoll_arm(epoll.rawValue, registration.fd.rawValue, interest.rawValue, registration.id, 1)
+            state.delivering = false
+            guard let interest = state.interest else { return }
+            arm(registration, interest)
         }
+    }
+
+    /// Call with the registration's lock held.
+    private func arm(_ registration: Registration, _ interest: Events) {
+        _ = tsys_epoll_arm(epoll.rawValue, registration.fd.rawValue, interest.rawValue, registration.id, 1)
     }
 
     private func run() {
@@ -150,12 +168,21 @@ public final class IOWatcher: Sendable {
             }
             for index in 0..<Int(count) {
                 guard let registration = registrations.withLock({ $0[ids[index]] }) else { continue }
+                // A second event while a handler run is pending can only come from an update that armed the
+                // descriptor just before the first event was taken here: drop it. Nothing is lost, since
+                // readiness is level-triggered: the re-arm after the handler reports what is still ready.
+                let taken = registration.state.withLock { state -> Bool in
+                    guard state.interest != nil, !state.delivering else { return false }
+                    state.delivering = true
+                    return true
+                }
+                guard taken else { continue }
                 let fired = Events(rawValue: events[index])
                 registration.queue.async {
                     // Cancelled after the event was taken: drop it (the fd may already be closed).
-                    guard registration.interest.withLock({ $0 != nil }) else { return }
+                    guard registration.state.withLock({ $0.interest != nil }) else { return }
                     registration.handler(fired)
-                    self.rearm(registration)
+                    self.finishDelivery(registration)
                 }
             }
         }

@@ -146,6 +146,33 @@ public enum CurrentProcess {
         try ProcessControl.residentSetBytes(of: "self")
     }
 
+    /// The soft and hard limits on open descriptors.
+    ///
+    /// The corresponding C function is `getrlimit` (`RLIMIT_NOFILE`).
+    public static func openFileLimits() throws(Errno) -> (soft: UInt64, hard: UInt64) {
+        var limit = rlimit()
+        _ = try checkResult(getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit))
+        return (UInt64(limit.rlim_cur), UInt64(limit.rlim_max))
+    }
+
+    /// Raises the soft limit on open descriptors to the hard limit: a server with thousands of clients
+    /// needs more than the 1,024 that systemd gives a service by default (its hard limit there is
+    /// 524,288). An unlimited hard limit counts as 1,048,576 (the kernel's default `fs.nr_open`, which
+    /// caps this limit). Returns the soft limit before and after (equal when there was nothing to raise).
+    ///
+    /// The corresponding C functions are `getrlimit` and `setrlimit` (`RLIMIT_NOFILE`).
+    @discardableResult
+    public static func raiseOpenFileLimit() throws(Errno) -> (from: UInt64, to: UInt64) {
+        var limit = rlimit()
+        _ = try checkResult(getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit))
+        let old = limit.rlim_cur
+        let target = limit.rlim_max == rlim_t.max ? rlim_t(1 << 20) : limit.rlim_max
+        guard old < target else { return (UInt64(old), UInt64(old)) }
+        limit.rlim_cur = target
+        _ = try checkResult(setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit))
+        return (UInt64(old), UInt64(target))
+    }
+
     /// Writes `text` to standard error in one `write` (looping only over a short write), so
     /// lines from several threads do not interleave. Errors are ignored: there is nowhere to
     /// report them.

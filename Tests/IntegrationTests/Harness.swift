@@ -23,9 +23,11 @@ final class Daemon: @unchecked Sendable {
     }()
 
     /// Starts a daemon. `config` (if given) is written to `timerd.conf` in a fresh temporary directory;
-    /// `$DIR` in it is replaced by that directory.
+    /// `$DIR` in it is replaced by that directory. `softFileLimit` starts it with that soft limit on open
+    /// descriptors (as systemd starts a service with 1,024), through `sh -c 'ulimit -Sn N; exec timerd …'`:
+    /// the process keeps the shell's PID, so `process` still is the daemon.
     init(config: String? = nil, extraArguments: [String] = [], environment: [String: String] = [:],
-         waitForReady: Bool = true, stateDirectory sharedState: String? = nil) throws {
+         waitForReady: Bool = true, stateDirectory sharedState: String? = nil, softFileLimit: Int? = nil) throws {
         directory = try makeTemporaryDirectory()
         socket = directory + "/timerd.sock"
         configPath = directory + "/timerd.conf"
@@ -34,11 +36,17 @@ final class Daemon: @unchecked Sendable {
             try config.replacingOccurrences(of: "$DIR", with: directory).write(toFile: configPath, atomically: true, encoding: .utf8)
         }
         notify = try NotifySocket(path: directory + "/notify.sock")
-        process.executableURL = URL(fileURLWithPath: Self.binaries + "/timerd")
         // Its own state unless the test restarts "the same" daemon on a shared one.
         stateDirectory = sharedState ?? directory + "/state"
-        process.arguments = ["--socket", socket] + (config == nil ? ["--config", directory + "/absent.conf"] : ["--config", configPath])
+        let arguments = ["--socket", socket] + (config == nil ? ["--config", directory + "/absent.conf"] : ["--config", configPath])
             + ["--state-dir", stateDirectory] + extraArguments
+        if let softFileLimit {
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", "ulimit -Sn \(softFileLimit) && exec \"$0\" \"$@\"", Self.binaries + "/timerd"] + arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: Self.binaries + "/timerd")
+            process.arguments = arguments
+        }
         if config == nil { _ = FileManager.default.createFile(atPath: directory + "/absent.conf", contents: Data()) }
         var env = ProcessInfo.processInfo.environment
         env["NOTIFY_SOCKET"] = notify.path
@@ -171,7 +179,8 @@ final class Client {
     private var buffer: [UInt8] = []
 
     init(path: String) throws {
-        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        // Close-on-exec: processes other tests start meanwhile must not inherit test clients.
+        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         withUnsafeMutableBytes(of: &address.sun_path) { raw in

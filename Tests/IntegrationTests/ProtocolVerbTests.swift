@@ -123,7 +123,11 @@ import Testing
         let daemon = try Daemon()
         let out = daemon.directory + "/out"
         #expect(try daemon.request("ADD once in=10ms command='echo $TIMERD_RUN >> \(out)'") == "OK")
-        try eventually("one-shot finished") { try daemon.show("once")["state"] as? String == "finished" }
+        // Finished and done running: RUN while the fire's run still goes would be `busy` (overlap=skip).
+        try eventually("one-shot finished") {
+            let info = try daemon.show("once")
+            return info["state"] as? String == "finished" && info["runs"] as? Int == 1 && info["running"] as? Int == 0
+        }
         #expect(try daemon.request("PAUSE once").hasPrefix("ERR finished "))
         #expect(try daemon.request("RESUME once").hasPrefix("ERR finished "))
         #expect(try daemon.request("RUN once") == #"OK {"status":"started"}"#)

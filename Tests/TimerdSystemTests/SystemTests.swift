@@ -132,6 +132,18 @@ import TimerdSystem
         #expect(try CurrentProcess.residentSetBytes() > 1_000_000)
     }
 
+    @Test func openFileLimitIsRaisedToTheHardLimit() throws {
+        let hard = try CurrentProcess.openFileLimits().hard
+        try #require(hard > 64 && hard != UInt64.max)
+        // One below the hard limit (other tests running meanwhile keep thousands), then raised again.
+        var lowered = rlimit(rlim_cur: rlim_t(hard - 1), rlim_max: rlim_t(hard))
+        try #require(setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &lowered) == 0)
+        #expect(try CurrentProcess.openFileLimits() == (hard - 1, hard))
+        #expect(try CurrentProcess.raiseOpenFileLimit() == (hard - 1, hard))
+        #expect(try CurrentProcess.openFileLimits() == (hard, hard))
+        #expect(try CurrentProcess.raiseOpenFileLimit() == (hard, hard), "nothing left to raise")
+    }
+
     @Test func clocks() {
         let first = SystemClock.monotonicNow()
         let second = SystemClock.monotonicNow()

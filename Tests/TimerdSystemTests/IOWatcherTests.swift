@@ -1,0 +1,63 @@
+import Dispatch
+import Glibc
+import Synchronization
+import Testing
+import TimerdSystem
+
+@Suite struct IOWatcherTests {
+    /// What the two handlers saw, shared with them.
+    private final class Runs: Sendable {
+        struct Counts {
+            var busy = 0
+            /// The busy handler's run count when the quiet one ran.
+            var busyWhenQuietRan: Int?
+        }
+        let counts = Mutex(Counts())
+        let busyWatch = Mutex<IOWatcher.Registration?>(nil)
+        let checksum = Atomic<Int>(0)
+    }
+
+    /// A descriptor that stays readable, whose handler reads a little and updates its interest each time (as
+    /// a control connection does), gets one handler run at a time: another registration on the same queue
+    /// runs right after the run during which it became ready. (It used to be armed twice per run, so the
+    /// busy one's queued runs grew by one each time, ahead of everyone else.)
+    @Test func aBusyDescriptorDoesNotCrowdOutOthersOnItsQueue() throws {
+        let watcher = IOWatcher.shared
+        let queue = DispatchQueue(label: "timerd.test.iowatcher")
+        let busy = try FileDescriptor.makePipe(nonBlockingRead: true)
+        let quiet = try FileDescriptor.makePipe(nonBlockingRead: true)
+        defer { for fd in [busy.read, busy.write, quiet.read, quiet.write] { try? fd.close() } }
+        try busy.write.writeAll(String(repeating: "x", count: 60_000))
+        let runs = Runs()
+        let quietRan = DispatchSemaphore(value: 0)
+        let becomesReady = 200
+        let work = [Int](0..<20_000)
+
+        let quietWatch = try queue.sync { () throws(Errno) -> IOWatcher.Registration in
+            let registration = try watcher.watch(busy.read, for: .readable, on: queue) { _ in
+                let (count, quietDone) = runs.counts.withLock { counts in
+                    counts.busy += 1
+                    return (counts.busy, counts.busyWhenQuietRan != nil)
+                }
+                if count == becomesReady { try? quiet.write.writeAll("!") }
+                if let me = runs.busyWatch.withLock({ $0 }) { watcher.update(me, to: quietDone ? [] : .readable) }
+                // Then the work on what it read, as a connection frames a chunk after saying what it waits for.
+                let chunk = (try? busy.read.tryRead(upToCount: 8)) ?? nil
+                runs.checksum.add(work.reduce(chunk?.count ?? 0, &+), ordering: .relaxed)
+            }
+            runs.busyWatch.withLock { $0 = registration }
+            return try watcher.watch(quiet.read, for: .readable, on: queue) { _ in
+                _ = try? quiet.read.tryRead(upToCount: 16)
+                runs.counts.withLock { $0.busyWhenQuietRan = $0.busy }
+                quietRan.signal()
+            }
+        }
+        #expect(quietRan.wait(timeout: .now() + 20) == .success, "the quiet descriptor's handler never ran")
+        queue.sync {
+            watcher.cancel(quietWatch)
+            if let busyWatch = runs.busyWatch.withLock({ $0 }) { watcher.cancel(busyWatch) }
+        }
+        let seen = try #require(runs.counts.withLock { $0.busyWhenQuietRan })
+        #expect(seen - becomesReady <= 2, "the busy handler ran \(seen - becomesReady) more times before the quiet one")
+    }
+}
