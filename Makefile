@@ -160,10 +160,13 @@ fuzz: deps $(foreach t,$(FUZZ_TARGETS),$(FUZZ_DIR)/$(t)/fuzzer)
 
 $(FUZZ_DIR)/obj/TimerdCore.o: $(wildcard Sources/TimerdCore/*.swift)
 $(FUZZ_DIR)/obj/TimerdProtocol.o: $(wildcard Sources/TimerdProtocol/*.swift) $(FUZZ_DIR)/obj/TimerdCore.o
-$(FUZZ_DIR)/obj/TimerdConfig.o: $(wildcard Sources/TimerdConfig/*.swift) $(FUZZ_DIR)/obj/TimerdProtocol.o
+$(FUZZ_DIR)/obj/TimerdConfig.o: $(wildcard Sources/TimerdConfig/*.swift) $(FUZZ_DIR)/obj/TimerdProtocol.o $(FUZZ_DIR)/obj/TimerdCore.o
+# touch: swiftc leaves an output whose content did not change as it was, which would leave it older than
+# what it was rebuilt for, and make would not rebuild the modules that depend on it.
 $(FUZZ_DIR)/obj/%.o:
 	@mkdir -p $(@D)
 	$(FUZZ_SWIFTC) -module-name $* -emit-module -emit-module-path $(@D)/$*.swiftmodule -c Sources/$*/*.swift -o $@
+	@touch $@
 
 .SECONDEXPANSION:
 $(FUZZ_DIR)/%/fuzzer: fuzz/%.swift fuzz/support.swift $$(addprefix $(FUZZ_DIR)/obj/,$$(addsuffix .o,$$(FUZZ_MODULES_$$*)))
