@@ -50,7 +50,9 @@ help:
 	@echo "make bench         benchmarks (about 12 minutes): lateness vs systemd timers, 100,000 jobs,"
 	@echo "                   runs/s, idle cost; report and plot in bench/results/ (docs/performance.md)"
 	@echo "make bench-state   durability: cost per durable ADD, lateness while writing, kill -9 loop"
-	@echo "make fuzz          libFuzzer over the core parsers for FUZZ_SECONDS (default 600)"
+	@echo "make fuzz          libFuzzer: each harness (protocol config duration calendar core) for"
+	@echo "                   FUZZ_SECONDS (default 600) in turn; FUZZ_TARGETS=protocol runs some; crashes"
+	@echo "                   in .build/fuzz/<name>/ (fuzz/README.md)"
 	@echo "make clean         remove build products and the run/ directory"
 
 # Install only what is missing; `apt-get update` only when something is.
@@ -109,16 +111,69 @@ bench: bench-deps build
 bench-state: build
 	python3 bench/durability.py $(CURDIR)/.build/release/timerd $(CURDIR)/bench/results/state $${BENCH_KILL_CYCLES:-200}
 
-# libFuzzer over TimerdCore's parsers (cron, calendar, durations, RFC 3339, TZ rules, TZif files), built
-# outside SwiftPM with the sources and fuzz/CoreParsers.swift. FUZZ_SECONDS (default 600); new inputs
-# go to .build/fuzz/corpus (seeded from fuzz/corpus/core), crashes to .build/fuzz/crash-*.
+# libFuzzer, one harness per parser (fuzz/README.md): protocol, config, duration, calendar and core (cron,
+# RFC 3339, TZ rules, TZif). Built outside SwiftPM: each library module once, instrumented, as one object
+# (.build/fuzz/obj), then each harness (fuzz/<name>.swift + fuzz/support.swift) linked with libFuzzer's
+# main. Each runs FUZZ_SECONDS (default 600), one after another; FUZZ_TARGETS picks some. New inputs go
+# to .build/fuzz/<name>/corpus (seeded from fuzz/corpus/<name>), crashes and inputs slower than
+# FUZZ_TIMEOUT seconds to .build/fuzz/<name>/crash-* or timeout-*; the target fails if any harness did.
+# Inputs slower than 1 s are kept as slow-unit-* and listed: the timeout is wall-clock time, and a niced
+# fuzzer on a busy machine stalls for longer than that, so re-run those files alone to see which are slow.
 FUZZ_SECONDS ?= 600
-fuzz: deps
-	@mkdir -p .build/fuzz/corpus
-	swiftc -O -sanitize=fuzzer,address -parse-as-library -package-name timerd -module-name TimerdCore \
-		Sources/TimerdCore/*.swift fuzz/CoreParsers.swift -use-ld=lld -o .build/fuzz/core-parsers
-	SWIFT_BACKTRACE=enable=no .build/fuzz/core-parsers -max_total_time=$(FUZZ_SECONDS) \
-		-artifact_prefix=.build/fuzz/ -print_final_stats=1 .build/fuzz/corpus fuzz/corpus/core
+FUZZ_TIMEOUT ?= 10
+FUZZ_HARNESSES := protocol config duration calendar core
+FUZZ_TARGETS ?= $(FUZZ_HARNESSES)
+FUZZ_DIR     := .build/fuzz
+FUZZ_SWIFTC  := swiftc -O -wmo -sanitize=fuzzer,address -parse-as-library -package-name timerd \
+	-warnings-as-errors -I $(FUZZ_DIR)/obj
+# The library modules each harness links, dependents first.
+FUZZ_MODULES_protocol := TimerdProtocol TimerdCore
+FUZZ_MODULES_config   := TimerdConfig TimerdProtocol TimerdCore
+FUZZ_MODULES_duration := TimerdCore
+FUZZ_MODULES_calendar := TimerdCore
+FUZZ_MODULES_core     := TimerdCore
+
+fuzz: deps $(foreach t,$(FUZZ_TARGETS),$(FUZZ_DIR)/$(t)/fuzzer)
+	@failed=""; \
+	for t in $(FUZZ_TARGETS); do \
+		mkdir -p $(FUZZ_DIR)/$$t/corpus; \
+		echo "== fuzz $$t: $(FUZZ_SECONDS) s, corpus $(FUZZ_DIR)/$$t/corpus + fuzz/corpus/$$t"; \
+		{ SWIFT_BACKTRACE=enable=no $(FUZZ_DIR)/$$t/fuzzer -max_total_time=$(FUZZ_SECONDS) -timeout=$(FUZZ_TIMEOUT) \
+			-report_slow_units=1 -artifact_prefix=$(FUZZ_DIR)/$$t/ -print_final_stats=1 $(FUZZ_DIR)/$$t/corpus fuzz/corpus/$$t; \
+			echo $$? > $(FUZZ_DIR)/$$t/status; } 2>&1 | tee $(FUZZ_DIR)/$$t/log; \
+		[ "$$(cat $(FUZZ_DIR)/$$t/status)" = 0 ] || failed="$$failed $$t"; \
+	done; \
+	echo; echo "harness   seconds  executions  exec/s  coverage  corpus  slowest  result"; \
+	for t in $(FUZZ_TARGETS); do \
+		log=$(FUZZ_DIR)/$$t/log; \
+		stat() { sed -n "s/^stat::$$1: *//p" $$log | tail -n 1; }; \
+		last=$$(grep -E '^#[0-9]+' $$log | tail -n 1); \
+		cov=$$(echo "$$last" | sed -n 's/.* cov: \([0-9]*\) ft: \([0-9]*\).*/\1\/\2/p'); \
+		corp=$$(echo "$$last" | sed -n 's/.* corp: \([0-9]*\).*/\1/p'); \
+		result=ok; [ "$$(cat $(FUZZ_DIR)/$$t/status)" = 0 ] || result="FAILED (see $$log)"; \
+		secs=$$(sed -n 's/^Done [0-9]* runs in \([0-9]*\) second.*/\1/p' $$log | tail -n 1); \
+		printf '%-9s %7s %11s %7s %9s %7s %6ss  %s\n' $$t "$${secs:--}" "$$(stat number_of_executed_units)" \
+			"$$(stat average_exec_per_sec)" "$$cov" "$$corp" "$$(stat slowest_unit_time_sec)" "$$result"; \
+	done; \
+	ls $(foreach t,$(FUZZ_TARGETS),$(FUZZ_DIR)/$(t)/slow-unit-*) 2>/dev/null | sed 's/^/slower than 1 s (re-run alone): /'; \
+	if [ -n "$$failed" ]; then echo "fuzz: failed:$$failed (inputs in $(FUZZ_DIR)/<name>/crash-*, timeout-*, oom-*)"; exit 1; fi
+
+$(FUZZ_DIR)/obj/TimerdCore.o: $(wildcard Sources/TimerdCore/*.swift)
+$(FUZZ_DIR)/obj/TimerdProtocol.o: $(wildcard Sources/TimerdProtocol/*.swift) $(FUZZ_DIR)/obj/TimerdCore.o
+$(FUZZ_DIR)/obj/TimerdConfig.o: $(wildcard Sources/TimerdConfig/*.swift) $(FUZZ_DIR)/obj/TimerdProtocol.o $(FUZZ_DIR)/obj/TimerdCore.o
+# touch: swiftc leaves an output whose content did not change as it was, which would leave it older than
+# what it was rebuilt for, and make would not rebuild the modules that depend on it.
+$(FUZZ_DIR)/obj/%.o:
+	@mkdir -p $(@D)
+	$(FUZZ_SWIFTC) -module-name $* -emit-module -emit-module-path $(@D)/$*.swiftmodule -c Sources/$*/*.swift -o $@
+	@touch $@
+
+.SECONDEXPANSION:
+$(FUZZ_DIR)/%/fuzzer: fuzz/%.swift fuzz/support.swift $$(addprefix $(FUZZ_DIR)/obj/,$$(addsuffix .o,$$(FUZZ_MODULES_$$*)))
+	@[ -n "$(FUZZ_MODULES_$*)" ] || { echo "no fuzz harness \"$*\" (harnesses: $(FUZZ_HARNESSES))"; exit 1; }
+	@mkdir -p $(@D)
+	$(FUZZ_SWIFTC) -module-name Fuzz_$* fuzz/$*.swift fuzz/support.swift \
+		$(addprefix $(FUZZ_DIR)/obj/,$(addsuffix .o,$(FUZZ_MODULES_$*))) -use-ld=lld -o $@
 
 # Installs into a temporary DESTDIR and checks files, modes, units, man pages, completion, uninstall.
 test-install: build

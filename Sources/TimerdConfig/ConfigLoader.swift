@@ -423,19 +423,33 @@ private struct JobBuilder {
     }
 
     /// The option an error is about: the only one with its key, or for repeated keys (`env`, `meta`) the
-    /// first occurrence at which validating the options up to it fails the same way.
+    /// first occurrence at which validating the other keys' options and the occurrences up to it fails
+    /// the same way.
+    ///
+    /// Found by bisection: with every occurrence the options fail the same way (they are the ones that
+    /// did), and an occurrence added never takes that failure away. Trying the occurrences one by one,
+    /// each a validation of all options, cost occurrences × options per error: a 3.7 KB file with 500
+    /// `env` lines, 150 of them bad, took 3 s to check.
     private static func locate(_ target: TimerdError, in options: [(option: KeyValue, line: Int)], name: JobName) -> Int? {
         guard let key = target.key else { return nil }
         let indices = options.indices.filter { options[$0].option.key == key }
         guard indices.count > 1 else { return indices.first }
-        for index in indices {
+        func failsTheSameWay(through last: Int) -> Bool {
+            let kept = options.indices.filter { options[$0].option.key != key || $0 <= indices[last] }
             do {
-                _ = try JobSpec(name: name, options: options[...index].map(\.option), argv: nil)
-            } catch where error.message == target.message && error.key == key {
-                return index
-            } catch {}
+                _ = try JobSpec(name: name, options: kept.map { options[$0].option }, argv: nil)
+            } catch {
+                return error.message == target.message && error.key == key
+            }
+            return false
         }
-        return indices.last
+        guard failsTheSameWay(through: indices.count - 1) else { return indices.last }
+        var low = 0, high = indices.count - 1  // failsTheSameWay(through: high) holds
+        while low < high {
+            let middle = (low + high) / 2
+            if failsTheSameWay(through: middle) { high = middle } else { low = middle + 1 }
+        }
+        return indices[high]
     }
 }
 

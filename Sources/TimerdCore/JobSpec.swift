@@ -156,6 +156,7 @@ public struct JobSpec: Equatable, Sendable {
         var env: [KeyValue] = []
         var meta: [KeyValue] = []
         var tags: [String] = []
+        var seenTags: Set<String> = []
         var headers: [String] = []
         for option in options {
             switch option.key {
@@ -163,7 +164,7 @@ public struct JobSpec: Equatable, Sendable {
                 headers.append(try Webhook.validateHeader(option.value))
             case "tag":
                 let tag = try Mode.validName(option.value, key: "tag", what: "tag")
-                if !tags.contains(tag) { tags.append(tag) }
+                if seenTags.insert(tag).inserted { tags.append(tag) }
             case "env":
                 env.append(try Self.parsePair(option.value, key: "env", namePattern: .environment))
             case "meta":
@@ -180,7 +181,9 @@ public struct JobSpec: Equatable, Sendable {
                 throw TimerdError(.badArgument, "unknown key \"\(option.key)\"\(Self.suggestion(for: option.key))", key: option.key)
             }
         }
-        for (index, pair) in meta.enumerated() where meta[..<index].contains(where: { $0.key.uppercased() == pair.key.uppercased() }) {
+        // With sets, not by comparing each pair with all before it: a 64 KiB request line holds thousands.
+        var metaKeys: Set<String> = []
+        for pair in meta where !metaKeys.insert(pair.key.uppercased()).inserted {
             throw TimerdError(.badArgument, "meta key \(pair.key) is given more than once", key: "meta")
         }
         func duration(_ key: String) throws(TimerdError) -> Duration? {

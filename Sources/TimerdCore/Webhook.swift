@@ -125,6 +125,7 @@ public struct Webhook: Equatable, Sendable {
     /// Checks that every placeholder in `template` is known, and that each `{meta.KEY}` names a `meta` key
     /// of the job.
     public static func validateBody(_ template: String, metaKeys: [String]) throws(TimerdError) {
+        let metaKeys = Set(metaKeys)
         do {
             _ = try render(template) { name in
                 if placeholders.contains(name) { return "" }

@@ -154,6 +154,18 @@ struct SectionTests {
         ])
     }
 
+    /// 350 good and 150 bad `env` lines, schedule and action last (5.4 KB): finding the line of each bad
+    /// one re-validated the job once per earlier `env` line, 2.2 s in a release build and 29 s in a debug
+    /// one. Now a bisection: the same diagnostics in 0.11 s (release), about 1 s (debug).
+    @Test func manyErrorsInRepeatedKeysAreLocatedQuickly() {
+        let good = String(repeating: "env = A=1\n", count: 350)
+        let bad = (0..<150).map { "env = bad\($0)\n" }.joined()
+        let start = ContinuousClock.now
+        let found = problems("[job \"a\"]\n" + good + bad + "every = 5s\ncommand = true\n")
+        #expect(ContinuousClock.now - start < .seconds(10))
+        #expect(found == (0..<150).map { at(352 + $0, "env: expected NAME=VALUE, got \"bad\($0)\"") })
+    }
+
     @Test func jobSpecErrorsPointAtTheirKeys() {
         let text = """
             [job "a"]

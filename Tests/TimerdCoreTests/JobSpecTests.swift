@@ -415,6 +415,24 @@ struct JobSpecTests {
         }
     }
 
+    /// A 64 KiB ADD line holds thousands of `meta=`/`tag=` options: checking each against all before it
+    /// took 1.9 s of daemon CPU for 6,500 meta keys (release build). Now linear.
+    @Test("thousands of meta keys, tags and body placeholders are checked in linear time")
+    func manyRepeatedKeys() throws {
+        let count = 6_500
+        let metas = (0..<count).map { KeyValue("meta", "k\($0)=1") }
+        let tags = (0..<count).map { KeyValue("tag", "t\($0)") }
+        let body = KeyValue("body", (0..<count).map { "{meta.k\($0)}" }.joined())
+        let start = ContinuousClock.now
+        let spec = try Self.spec(opts(("every", "1s"), ("command", "x")) + metas + tags)
+        #expect(spec.meta.count == count && spec.tags.count == count)
+        _ = try Self.spec(opts(("every", "1s"), ("webhook", "http://localhost/")) + metas + [body])
+        expectError(.badArgument, key: "meta", mentions: ["meta key K0 is given more than once"]) {
+            try Self.spec(opts(("every", "1s"), ("command", "x")) + metas + [KeyValue("meta", "K0=2")])
+        }
+        #expect(ContinuousClock.now - start < .seconds(5))
+    }
+
     @Test("keys and repeatable keys")
     func keyLists() {
         #expect(JobSpec.keys == [
