@@ -33,14 +33,14 @@ public final class IOWatcher: Sendable {
         let queue: DispatchQueue
         let handler: @Sendable (Events) -> Void
         /// Current interest; nil once cancelled.
-        let interest: Mutex<Events?>
+        let interest: Locked<Events?>
 
         init(id: UInt64, fd: FileDescriptor, interest: Events, queue: DispatchQueue, handler: @escaping @Sendable (Events) -> Void) {
             self.id = id
             self.fd = fd
             self.queue = queue
             self.handler = handler
-            self.interest = Mutex(interest)
+            self.interest = Locked(interest)
         }
     }
 
@@ -54,7 +54,7 @@ public final class IOWatcher: Sendable {
     }()
 
     private let epoll: FileDescriptor
-    private let registrations = Mutex<[UInt64: Registration]>([:])
+    private let registrations = Locked<[UInt64: Registration]>([:])
     private let nextID = Atomic<UInt64>(1)
 
     public init() throws(Errno) {
