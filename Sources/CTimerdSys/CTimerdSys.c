@@ -445,3 +445,22 @@ int tsys_clock_change_acknowledge(int fd) {
     if (errno != ECANCELED) return -1;
     return arm_clock_change_fd(fd) < 0 ? -1 : 1;
 }
+
+// `swift build --sanitize=thread` builds this file with -fsanitize=thread too.
+#if defined(__SANITIZE_THREAD__)
+#define TSYS_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TSYS_TSAN 1
+#endif
+#endif
+
+#ifdef TSYS_TSAN
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+void tsys_tsan_acquire(const void *address) { __tsan_acquire((void *)address); }
+void tsys_tsan_release(const void *address) { __tsan_release((void *)address); }
+#else
+void tsys_tsan_acquire(const void *address) { (void)address; }
+void tsys_tsan_release(const void *address) { (void)address; }
+#endif

@@ -1,4 +1,3 @@
-import Synchronization
 import TimerdConfig
 import TimerdCore
 import TimerdSystem
@@ -24,10 +23,10 @@ struct Client: Sendable, Equatable {
 /// The access settings in force (`docs/security.md`), shared by the control server, its connections, the
 /// handler and the registry; replaced as a whole when the config is reloaded.
 final class AccessControl: Sendable {
-    private let current: Mutex<AccessSettings>
+    private let current: Locked<AccessSettings>
 
     init(_ settings: AccessSettings) {
-        current = Mutex(settings)
+        current = Locked(settings)
     }
 
     var settings: AccessSettings { current.withLock { $0 } }

@@ -39,9 +39,9 @@ public final class Daemon: Sendable {
     private let registry: Registry
     private let configPath: String?
     private let configPathExplicit: Bool
-    private let settings: Mutex<DaemonSettings>
+    private let settings: Locked<DaemonSettings>
     private let access: AccessControl
-    private let server: Mutex<ControlServer?> = Mutex(nil)
+    private let server: Locked<ControlServer?> = Locked(nil)
     private let stopping = Atomic<Bool>(false)
 
     /// `timerd`'s entry point: parses `arguments` (without the program name), then runs until stopped.
@@ -154,7 +154,7 @@ public final class Daemon: Sendable {
         log = Logger(sink: sink, minimum: CurrentProcess.environmentVariable("TIMERD_DEBUG") == nil ? .info : .debug)
         self.configPath = configPath
         configPathExplicit = explicit
-        settings = Mutex(configuration.settings)
+        settings = Locked(configuration.settings)
         access = AccessControl(configuration.settings.access)
         registry = Registry(
             launcher: ActionLauncher(

@@ -1,6 +1,5 @@
 import CSystemd
 import Dispatch
-import Synchronization
 import TimerdCore
 import TimerdSystem
 
@@ -91,7 +90,7 @@ package enum LogTarget: String, Sendable {
 package final class QueuedLogSink: LogSink {
     private let queue = DispatchQueue(label: "timerd.log")
     private let target: LogTarget
-    private let backlog = Mutex<(pending: Int, dropped: Int)>((0, 0))
+    private let backlog = Locked<(pending: Int, dropped: Int)>((0, 0))
     private let maxBacklog = 10_000
 
     package init(target: LogTarget) {
@@ -166,7 +165,7 @@ enum Journal {
 
 /// Keeps entries in memory, for tests.
 package final class MemoryLogSink: LogSink {
-    private let entries = Mutex<[LogEntry]>([])
+    private let entries = Locked<[LogEntry]>([])
 
     package init() {}
 

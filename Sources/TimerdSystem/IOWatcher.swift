@@ -34,14 +34,14 @@ public final class IOWatcher: Sendable {
         public let fd: FileDescriptor
         let queue: DispatchQueue
         let handler: @Sendable (Events) -> Void
-        let state: Mutex<State>
+        let state: Locked<State>
 
         init(id: UInt64, fd: FileDescriptor, interest: Events, queue: DispatchQueue, handler: @escaping @Sendable (Events) -> Void) {
             self.id = id
             self.fd = fd
             self.queue = queue
             self.handler = handler
-            self.state = Mutex(State(interest: interest))
+            self.state = Locked(State(interest: interest))
         }
     }
 
@@ -62,7 +62,7 @@ public final class IOWatcher: Sendable {
     }()
 
     private let epoll: FileDescriptor
-    private let registrations = Mutex<[UInt64: Registration]>([:])
+    private let registrations = Locked<[UInt64: Registration]>([:])
     private let nextID = Atomic<UInt64>(1)
 
     public init() throws(Errno) {

@@ -1,6 +1,5 @@
 import CTimerdSys
 import Glibc
-import Synchronization
 import TimerdCore
 
 /// The machine's tz database and default zone, with zones cached after their first load.
@@ -11,7 +10,7 @@ public enum SystemTimeZones {
         return TimeZoneDatabase(directory: directory) { path in try? FileSystem.readFile(path) }
     }()
 
-    private static let cache = Mutex<[String: ZoneRules]>([:])
+    private static let cache = Locked<[String: ZoneRules]>([:])
 
     /// The zone called `name`, loaded once and then cached until `forgetLoadedZones`.
     ///

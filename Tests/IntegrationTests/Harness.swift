@@ -69,6 +69,7 @@ final class Daemon: @unchecked Sendable {
 
     deinit {
         stop()
+        expectNoSanitizerReport(in: log, from: "timerd (pid \(process.processIdentifier), log \(logPath))")
         // Keep the directory (log, files) only when asked: TIMERD_TEST_KEEP=1.
         if ProcessInfo.processInfo.environment["TIMERD_TEST_KEEP"] == nil {
             try? FileManager.default.removeItem(atPath: directory)
@@ -136,6 +137,7 @@ final class Daemon: @unchecked Sendable {
         stderr = err.fileHandleForReading.readDataToEndOfFile()
         group.wait()
         process.waitUntilExit()
+        expectNoSanitizerReport(in: String(decoding: stderr, as: UTF8.self), from: "\(program) \(arguments.joined(separator: " "))")
         return CommandResult(
             status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
             stderr: String(decoding: stderr, as: UTF8.self))
@@ -165,6 +167,15 @@ func eventually(timeout: Double = 10, _ what: String = "condition", _ condition:
     let ok = try condition()
     if !ok { Issue.record("timed out after \(timeout)s waiting for \(what)") }
     return ok
+}
+
+/// Fails the test if `output` (a process's stderr) holds a ThreadSanitizer, AddressSanitizer or
+/// LeakSanitizer report: under `make test-tsan` and `make test-asan` the binaries the tests start are
+/// instrumented too, and their reports go to their stderr (a daemon's log), not the test's.
+func expectNoSanitizerReport(in output: String, from process: String) {
+    let markers = ["WARNING: ThreadSanitizer:", "ERROR: AddressSanitizer:", "ERROR: LeakSanitizer:"]
+    guard let start = markers.compactMap({ output.range(of: $0)?.lowerBound }).min() else { return }
+    Issue.record("sanitizer report from \(process):\n\(output[start...])")
 }
 
 func makeTemporaryDirectory() throws -> String {

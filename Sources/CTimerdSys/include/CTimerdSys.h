@@ -137,6 +137,11 @@ int tsys_clock_change_fd(void);
 /// with ECANCELED), 0 when nothing happened, -1 on another error (errno set).
 int tsys_clock_change_acknowledge(int fd);
 
+/// Tell ThreadSanitizer that the calling thread acquired / is about to release the lock identified by
+/// `address` (see TimerdSystem's `Locked`). No-ops unless this file is built with -fsanitize=thread.
+void tsys_tsan_acquire(const void *address);
+void tsys_tsan_release(const void *address);
+
 #ifdef __cplusplus
 }
 #endif
