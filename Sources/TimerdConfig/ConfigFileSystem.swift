@@ -31,10 +31,15 @@ extension ConfigFileSystem {
 }
 
 /// Sizes in bytes as config keys take them: a whole number with an optional binary suffix
-/// (`65536`, `512K`, `64M`, `1G`).
+/// (`65536`, `512K`, `64M`, `1G`; `KB`/`KiB`, `MB`/`MiB`, `GB`/`GiB` mean the same).
 public enum ByteCount {
     public static func parse(_ text: String) -> Int? {
         var digits = Substring(text)
+        for unit in ["iB", "IB", "ib", "B", "b"] where digits.hasSuffix(unit) && digits.count > unit.count {
+            let rest = digits.dropLast(unit.count)
+            if let last = rest.last, "KkMmGg".contains(last) { digits = rest }
+            break
+        }
         var scale = 1
         switch digits.last {
         case "K", "k": scale = 1 << 10
