@@ -21,6 +21,8 @@ package enum Timerctl {
         package var writeLine: (String) -> Bool
         /// The zone `next` computes in when given no `--timezone`, and `history` prints its times in.
         package var systemZone: () -> ZoneRules
+        /// Whether a socket file exists at the path (to pick the default socket of a user other than root).
+        package var socketExists: (String) -> Bool
 
         /// Without `stream`, a streaming request gets its reply from `send` and no events; without
         /// `writeLine`, lines go to `stdout`; without `systemZone`, it is the machine's (`TZ`, `/etc/localtime`).
@@ -30,8 +32,10 @@ package enum Timerctl {
             send: @escaping (Request, String) throws(ClientError) -> Reply,
             stream: ((Request, String, (String) -> Bool) throws(ClientError) -> Reply)? = nil,
             writeLine: ((String) -> Bool)? = nil,
-            systemZone: @escaping () -> ZoneRules = { SystemTimeZones.systemZone() }
+            systemZone: @escaping () -> ZoneRules = { SystemTimeZones.systemZone() },
+            socketExists: @escaping (String) -> Bool = { _ in false }
         ) {
+            self.socketExists = socketExists
             self.environment = environment
             self.userID = userID
             self.now = now
@@ -67,7 +71,8 @@ package enum Timerctl {
                 stream: { (request, path, onLine) throws(ClientError) in
                     try DaemonClient.stream(request, to: path, timeout: DaemonClient.timeout(from: environment), onLine: onLine)
                 },
-                writeLine: { (try? FileDescriptor.standardOutput.writeAll($0)) != nil })
+                writeLine: { (try? FileDescriptor.standardOutput.writeAll($0)) != nil },
+                socketExists: FileSystem.isSocket)
         }
     }
 
@@ -100,7 +105,8 @@ package enum Timerctl {
             return next(options, command: command, context: context)
         case .send(let request):
             if command.verb == .version, command.output == .text { context.stdout(ReplyFormatter.clientVersionLine) }
-            let path = SocketPath.resolve(flag: command.socket, environment: context.environment, userID: context.userID)
+            let path = SocketPath.resolve(
+                flag: command.socket, environment: context.environment, userID: context.userID, socketExists: context.socketExists)
             if command.verb == .watch { return watch(request, path: path, command: command, context: context) }
             let reply: Reply
             do {

@@ -14,7 +14,17 @@ struct ConnectionTests {
         (nil, ["TIMERD_SOCKET": "", "XDG_RUNTIME_DIR": ""], 1000, "/tmp/timerd-1000/timerd.sock"),
     ] as [(String?, [String: String], UInt32, String)])
     func resolution(flag: String?, environment: [String: String], userID: UInt32, path: String) {
-        #expect(SocketPath.resolve(flag: flag, environment: environment, userID: userID) == path)
+        #expect(SocketPath.resolve(flag: flag, environment: environment, userID: userID, socketExists: { _ in false }) == path)
+    }
+
+    @Test("a user without a daemon of their own uses the system daemon's socket when it exists")
+    func systemSocketForOtherUsers() {
+        let user = ["XDG_RUNTIME_DIR": "/run/user/1000"]
+        let own = "/run/user/1000/timerd/timerd.sock"
+        #expect(SocketPath.resolve(flag: nil, environment: user, userID: 1000, socketExists: { $0 == SocketPath.system }) == SocketPath.system)
+        #expect(SocketPath.resolve(flag: nil, environment: user, userID: 1000, socketExists: { _ in true }) == own)
+        #expect(SocketPath.resolve(flag: nil, environment: [:], userID: 1000, socketExists: { $0 == SocketPath.system }) == SocketPath.system)
+        #expect(SocketPath.resolve(flag: nil, environment: user, userID: 1000, socketExists: { _ in false }) == own)
     }
 
     @Test func runSendsToTheResolvedSocket() {

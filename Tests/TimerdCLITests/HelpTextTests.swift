@@ -33,8 +33,9 @@ struct HelpTextTests {
               --json         Print replies as JSON (exec, run, list, show, history, reload, mode, stats, watch, next, version, pause/resume/cancel --tag).
               -h, --help     Show help; 'timerctl help VERB' shows a verb's options.
 
-            Socket: --socket, else $TIMERD_SOCKET, else /run/timerd/timerd.sock for root and
-            $XDG_RUNTIME_DIR/timerd/timerd.sock for other users (/tmp/timerd-UID/timerd.sock without XDG_RUNTIME_DIR).
+            Socket: --socket, else $TIMERD_SOCKET, else /run/timerd/timerd.sock for root; for other users
+            $XDG_RUNTIME_DIR/timerd/timerd.sock (/tmp/timerd-UID/timerd.sock without XDG_RUNTIME_DIR) if it exists,
+            else /run/timerd/timerd.sock if that exists.
 
             Exit status: 0 success, 1 timerd (or next) refused the request, 2 usage error, 3 cannot reach timerd.
 
