@@ -199,6 +199,18 @@ final class Testbed: @unchecked Sendable {
             try? journal.stdout.write(toFile: scratch + "/journal.txt", atomically: true, encoding: .utf8)
         }
         if isOurSystemd() {
+            // Under make test-tsan/test-asan timerd is instrumented and its reports go to the journal (its
+            // stderr); stop it first, so that LeakSanitizer's check at exit is in there too.
+            _ = try? systemctl("stop", "timerd.service", "timerd.socket")
+            let messages = (try? inside(["journalctl", "--no-pager", "-o", "cat", "-u", "timerd.service"]))?.stdout ?? ""
+            for marker in ["WARNING: ThreadSanitizer:", "ERROR: AddressSanitizer:", "ERROR: LeakSanitizer:"] {
+                if let start = messages.range(of: marker)?.lowerBound {
+                    Issue.record("sanitizer report from timerd under the private systemd:\n\(messages[start...])")
+                    break
+                }
+            }
+        }
+        if isOurSystemd() {
             _ = try? Shell.run(["kill", "-s", "RTMIN+4", String(systemdPID)], timeout: 10)
         }
         var exited = waitUntil(timeout: 45) { !unshare.isRunning }
