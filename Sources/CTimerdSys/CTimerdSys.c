@@ -97,7 +97,31 @@ int tsys_pipe_cloexec(int fds[2], int nonblocking_read) {
 // - open and close by raw system call too: their glibc wrappers are cancellation points that look at
 //   the parent thread's cancellation state;
 // - signals stay blocked until every disposition is back to SIG_DFL, so no handler of the parent's
-//   can run on the child's side of the shared memory.
+//   can run on the child's side of the shared memory;
+// - no libc function that a sanitizer intercepts (sigaction, dup2, execve, memset, ...): ThreadSanitizer's
+//   and AddressSanitizer's interceptors keep per-thread state, which the child would share with the
+//   suspended parent thread (TSan aborts: "CHECK failed: !thr->slot"). So every call is a raw system
+//   call through syscall(), which no sanitizer intercepts, and the child's functions are built without
+//   sanitizer instrumentation (CHILD_CODE).
+
+// glibc's own name for clone(), the same function. ThreadSanitizer intercepts `clone` as if it were
+// fork (it resets its state in the child, which here shares the parent's memory) and not `__clone`.
+extern int __clone(int (*fn)(void *), void *stack, int flags, void *arg, ...);
+
+#if defined(__clang__)
+#define CHILD_CODE __attribute__((no_sanitize("thread", "address"), disable_sanitizer_instrumentation))
+#else
+#define CHILD_CODE __attribute__((no_sanitize_thread, no_sanitize_address))
+#endif
+
+// The kernel's struct sigaction for rt_sigaction (not glibc's, whose mask is 128 bytes): handler,
+// flags, restorer, and a mask of _NSIG bits. x86_64 and aarch64 both have sa_restorer.
+struct kernel_sigaction {
+    void (*handler)(int);
+    unsigned long flags;
+    void (*restorer)(void);
+    unsigned long mask;
+};
 
 #ifndef SYS_close_range
 #define SYS_close_range 436
@@ -135,20 +159,21 @@ struct spawn_args {
     volatile int err;
 };
 
-__attribute__((noreturn)) static void child_fail(struct spawn_args *args, int stage, int err) {
+CHILD_CODE __attribute__((noreturn)) static void child_fail(struct spawn_args *args, int stage, int err) {
     args->err = err;
     args->stage = stage;
-    _exit(127);
+    for (;;) syscall(SYS_exit_group, 127);
 }
 
 // stdin from /dev/null, stdout and stderr on the output descriptor, nothing else open.
-static void child_descriptors(struct spawn_args *args) {
+CHILD_CODE static void child_descriptors(struct spawn_args *args) {
     int in = (int)syscall(SYS_openat, AT_FDCWD, "/dev/null", O_RDONLY);
     if (in < 0) child_fail(args, TSYS_SPAWN_STAGE_SETUP, errno);
     // `in` stays open where it is: dup2 below replaces it if it is 1 or 2, close_range closes it
     // if it is 3 or more. None of the three standard descriptors is close-on-exec after dup2.
-    if (in != 0 && dup2(in, 0) < 0) child_fail(args, TSYS_SPAWN_STAGE_SETUP, errno);
-    if (dup2(args->out, 1) < 0 || dup2(args->out, 2) < 0) {
+    // dup3 (dup2 does not exist on aarch64) refuses equal descriptors; `in` is not 0 here, `out` is >= 3.
+    if (in != 0 && syscall(SYS_dup3, in, 0, 0) < 0) child_fail(args, TSYS_SPAWN_STAGE_SETUP, errno);
+    if (syscall(SYS_dup3, args->out, 1, 0) < 0 || syscall(SYS_dup3, args->out, 2, 0) < 0) {
         child_fail(args, TSYS_SPAWN_STAGE_SETUP, errno);
     }
     if (syscall(SYS_close_range, 3u, ~0u, 0u) == 0) return;
@@ -160,7 +185,7 @@ static void child_descriptors(struct spawn_args *args) {
 }
 
 // setgroups, setresgid, setresuid, then checks that the change is complete and cannot be undone.
-static void child_credentials(struct spawn_args *args, const struct tsys_credentials *c) {
+CHILD_CODE static void child_credentials(struct spawn_args *args, const struct tsys_credentials *c) {
     const int stage = TSYS_SPAWN_STAGE_CREDENTIALS;
     // Groups and gids first: once the uid is not 0 they can no longer be changed.
     if (syscall(TSYS_SYS_setgroups, (long)c->group_count, c->groups) != 0) child_fail(args, stage, errno);
@@ -186,34 +211,35 @@ static void child_credentials(struct spawn_args *args, const struct tsys_credent
     if (c->uid != 0 && syscall(TSYS_SYS_setresuid, 0, 0, 0) == 0) child_fail(args, stage, EPERM);
 }
 
-static int spawn_child(void *arg) {
+CHILD_CODE static int spawn_child(void *arg) {
     struct spawn_args *args = arg;
 
     // The order is the contract of tsys_spawn: session, descriptors, identity, working directory
     // (with the new identity's rights), signals, exec. Signals are all blocked until the end.
-    if (setsid() < 0) child_fail(args, TSYS_SPAWN_STAGE_SETUP, errno);
+    if (syscall(SYS_setsid) < 0) child_fail(args, TSYS_SPAWN_STAGE_SETUP, errno);
     child_descriptors(args);
     if (args->credentials != NULL) child_credentials(args, args->credentials);
-    if (args->cwd != NULL && chdir(args->cwd) != 0) child_fail(args, TSYS_SPAWN_STAGE_CHDIR, errno);
+    if (args->cwd != NULL && syscall(SYS_chdir, args->cwd) != 0) child_fail(args, TSYS_SPAWN_STAGE_CHDIR, errno);
 
     // The daemon ignores SIGPIPE, SIGTERM, ... and has handlers; none of it may reach the program.
-    // sigaction refuses SIGKILL, SIGSTOP and glibc's two internal signals (32, 33) with EINVAL. The
-    // internal ones are only ever sent by glibc to one of this process's threads by thread id, never
-    // to the child, and execve resets any handler of theirs.
-    struct sigaction dfl;
-    memset(&dfl, 0, sizeof dfl);
-    dfl.sa_handler = SIG_DFL;
-    sigemptyset(&dfl.sa_mask);
-    for (int sig = 1; sig < _NSIG; sig++) {
-        if (sigaction(sig, &dfl, NULL) != 0 && errno != EINVAL) {
+    // The kernel refuses SIGKILL and SIGSTOP with EINVAL; every other signal goes back to SIG_DFL
+    // (glibc's internal 32 and 33 too: execve would reset a handler of theirs anyway).
+    struct kernel_sigaction dfl;
+    dfl.handler = SIG_DFL;
+    dfl.flags = 0;
+    dfl.restorer = NULL;
+    dfl.mask = 0;
+    for (int sig = 1; sig <= 64; sig++) {
+        if (syscall(SYS_rt_sigaction, sig, &dfl, NULL, sizeof dfl.mask) != 0 && errno != EINVAL) {
             child_fail(args, TSYS_SPAWN_STAGE_SETUP, errno);
         }
     }
-    sigset_t empty;
-    sigemptyset(&empty);
-    if (sigprocmask(SIG_SETMASK, &empty, NULL) != 0) child_fail(args, TSYS_SPAWN_STAGE_SETUP, errno);
+    unsigned long empty = 0;
+    if (syscall(SYS_rt_sigprocmask, SIG_SETMASK, &empty, NULL, sizeof empty) != 0) {
+        child_fail(args, TSYS_SPAWN_STAGE_SETUP, errno);
+    }
 
-    execve(args->path, args->argv, args->envp);
+    syscall(SYS_execve, args->path, args->argv, args->envp);
     child_fail(args, TSYS_SPAWN_STAGE_EXEC, errno);
 }
 
@@ -259,7 +285,7 @@ int tsys_spawn(pid_t *pid, int *stage, const char *path, char *const argv[], cha
         .credentials = credentials, .stage = 0, .err = 0,
     };
     // The stack grows down on every architecture Swift supports on Linux: pass its top.
-    pid_t child = clone(spawn_child, (char *)stack + SPAWN_STACK_SIZE, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
+    pid_t child = __clone(spawn_child, (char *)stack + SPAWN_STACK_SIZE, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
     if (child < 0) err = errno;
     pthread_sigmask(SIG_SETMASK, &saved, NULL);
 
