@@ -128,7 +128,7 @@ private enum Size {
         #expect(try client.request("SHOW big").hasPrefix("ERR no-such-job "))
         #expect(try client.request("PING") == "OK")
         let growth = daemon.peakResidentBytes - max(peakBefore, fixture.baselineRSS)
-        #expect(growth < 16 << 20, "peak RSS grew by \(megabytes(growth)) while a 100 MB line streamed through")
+        #expect(HostileFixture.sanitized || growth < 16 << 20, "peak RSS grew by \(megabytes(growth)) while a 100 MB line streamed through")
         measured("100 MB line: peak RSS grew by \(megabytes(max(0, growth)))")
         try fixture.checkAfterLoad("100 MB line")
     }
@@ -231,7 +231,7 @@ private enum Size {
         try fixture.checkJobKeptFiring()
         let rssWith = daemon.residentBytes
         let perConnection = (rssWith - rssBefore) / max(opened, 1)
-        #expect(perConnection < 16 << 10, "\(perConnection) bytes of RSS per idle connection")
+        #expect(HostileFixture.sanitized || perConnection < 16 << 10, "\(perConnection) bytes of RSS per idle connection")
         measured("10,000 idle connections: opened and accepted in \(Int(openSeconds * 1000)) ms; RSS \(megabytes(rssBefore)) → "
             + "\(megabytes(rssWith)), \(perConnection) bytes per connection; \(daemon.openSockets.count) sockets open")
 
@@ -277,7 +277,7 @@ private enum Size {
             + "\(replyBytes) bytes made for it (bound \(bound)), peak RSS grew by \(megabytes(max(0, growth)))")
         // One 64 KiB read queues 13,107 LISTs: timerd handles none of them while 1 MiB of replies is unsent.
         #expect(answered <= bound, "timerd answered \(answered) requests of a client that reads nothing")
-        #expect(growth < 8 << 20, "peak RSS grew by \(megabytes(growth)) for a client that reads nothing")
+        #expect(HostileFixture.sanitized || growth < 8 << 20, "peak RSS grew by \(megabytes(growth)) for a client that reads nothing")
 
         // When it finally reads, its replies are whole and in order.
         hog.setBlocking()
