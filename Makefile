@@ -136,6 +136,12 @@ FUZZ_MODULES_core     := TimerdCore
 # slowly and reached only 265 bytes in 10 minutes of the config harness; allow 4 KB from the start.
 FUZZ_FLAGS_config     := -len_control=0 -max_len=4096
 
+ifneq ($(filter fuzz,$(MAKECMDGOALS)),)
+ifneq ($(filter-out $(FUZZ_HARNESSES),$(FUZZ_TARGETS)),)
+$(error FUZZ_TARGETS: no harness $(filter-out $(FUZZ_HARNESSES),$(FUZZ_TARGETS)) (harnesses: $(FUZZ_HARNESSES)))
+endif
+endif
+
 fuzz: deps $(foreach t,$(FUZZ_TARGETS),$(FUZZ_DIR)/$(t)/fuzzer)
 	@failed=""; $(foreach t,$(FUZZ_HARNESSES),flags_$(t)="$(FUZZ_FLAGS_$(t))";) \
 	for t in $(FUZZ_TARGETS); do \
@@ -174,7 +180,6 @@ $(FUZZ_DIR)/obj/%.o:
 
 .SECONDEXPANSION:
 $(FUZZ_DIR)/%/fuzzer: fuzz/%.swift fuzz/support.swift $$(addprefix $(FUZZ_DIR)/obj/,$$(addsuffix .o,$$(FUZZ_MODULES_$$*)))
-	@[ -n "$(FUZZ_MODULES_$*)" ] || { echo "no fuzz harness \"$*\" (harnesses: $(FUZZ_HARNESSES))"; exit 1; }
 	@mkdir -p $(@D)
 	$(FUZZ_SWIFTC) -module-name Fuzz_$* fuzz/$*.swift fuzz/support.swift \
 		$(addprefix $(FUZZ_DIR)/obj/,$(addsuffix .o,$(FUZZ_MODULES_$*))) -use-ld=lld -o $@
