@@ -17,7 +17,10 @@ public func fuzzConfig(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     var files = FuzzZones.files
     files[mainPath] = Array(parts[0])
     for (index, part) in parts.dropFirst().enumerated() { files["/etc/timerd/jobs.d/\(index + 1).conf"] = Array(part) }
-    let fileSystem = InMemoryConfigFileSystem(bytes: files, unreadable: ["/etc/timerd/jobs.d/locked.conf": "Permission denied"])
+    var fileSystem = InMemoryConfigFileSystem(bytes: files, unreadable: ["/etc/timerd/jobs.d/locked.conf": "Permission denied"])
+    // A few accounts, so user=, group=, socket_group and the allow-lists meet both known and unknown names.
+    fileSystem.users = ["root", "alice", "bob"]
+    fileSystem.groups = ["root", "ops"]
 
     let result = ConfigLoader.loadResult(path: mainPath, fileSystem: fileSystem)
     require(result == ConfigLoader.loadResult(path: mainPath, fileSystem: fileSystem), "loading twice differs")
