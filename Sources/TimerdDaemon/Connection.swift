@@ -229,6 +229,10 @@ actor Connection {
             await registry.addWatcher(id, filter: filter, viewer: client) { [self] line in
                 queue.async { self.assumeIsolated { $0.pushEvent(line) } }
             }
+            // Back on the connection's queue (the task is isolated to it): the connection may have closed
+            // before the watcher was added, and the registry may have handled the close first. Remove it
+            // again, so no watcher outlives its connection.
+            if self.closed { await registry.removeWatcher(id) }
         }
     }
 
