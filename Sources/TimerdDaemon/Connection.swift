@@ -131,11 +131,13 @@ actor Connection {
     }
 
     private func ready(_ events: IOWatcher.Events) {
-        if events.contains(.writable) {
+        if events.contains(.writable), !closed {
             flush()
             pump()  // room for replies again
         }
-        if events.contains(.readable), !readEOF { read() }
+        // Not after a failed write closed the connection: its descriptor number may already belong to
+        // another file (a blocking read there wedged the control queue and with it `stop`).
+        if events.contains(.readable), !readEOF, !closed { read() }
         updateInterest()
         closeIfDone()
     }
@@ -154,6 +156,7 @@ actor Connection {
     // MARK: - Reading
 
     private func read() {
+        guard !closed else { return }
         let chunk: [UInt8]?
         do {
             chunk = try fd.tryRead(upToCount: 65_536)
