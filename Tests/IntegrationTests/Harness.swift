@@ -79,11 +79,17 @@ final class Daemon: @unchecked Sendable {
     /// The daemon's stderr so far.
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
-    /// Sends SIGTERM (if still running) and waits for exit. Returns the exit status.
+    /// Sends SIGTERM (if still running) and waits for exit. Returns the exit status. A daemon that has not
+    /// exited 60 s later (far beyond any stop_grace the tests set) is a failure: it is killed and reported,
+    /// so a wedged stop fails the test instead of hanging the suite.
     @discardableResult
     func stop(signal: Int32 = SIGTERM) -> Int32 {
         if process.isRunning {
             kill(process.processIdentifier, signal)
+            if !eventually(timeout: 60, "timerd to exit", { !process.isRunning }) {
+                Issue.record("timerd (pid \(process.processIdentifier)) did not exit within 60 s of signal \(signal); killed it. Log tail:\n\(log.suffix(3_000))")
+                kill(process.processIdentifier, SIGKILL)
+            }
             process.waitUntilExit()
         }
         return process.terminationStatus
