@@ -234,21 +234,10 @@ private struct LoadSession<FileSystem: ConfigFileSystem> {
             let (list, problem) = names(group: true)
             guard let list else { return problem }
             settings.access.allowGroups = list
-        case "max_connections":
-            guard let number = whole(1...1_000_000) else { return wholeProblem(1...1_000_000) }
-            settings.access.maxConnections = number
-        case "max_connections_per_user":
-            guard let number = whole(1...1_000_000) else { return wholeProblem(1...1_000_000) }
-            settings.access.maxConnectionsPerUser = number
-        case "max_request_rate":
-            guard let number = whole(1...1_000_000) else { return wholeProblem(1...1_000_000) }
-            settings.access.maxRequestRate = number
-        case "user_max_jobs":
-            guard let number = whole(0...10_000_000) else { return wholeProblem(0...10_000_000) }
-            settings.access.userMaxJobs = number
-        case "user_max_runs_per_minute":
-            guard let number = whole(0...1_000_000) else { return wholeProblem(0...1_000_000) }
-            settings.access.userMaxRunsPerMinute = number
+        case let key where AccessSettings.wholeNumberKeys[key] != nil:
+            let (range, path) = AccessSettings.wholeNumberKeys[key]!
+            guard let number = whole(range) else { return wholeProblem(range) }
+            settings.access[keyPath: path] = number
         case "idle_timeout":
             do {
                 let timeout = try DurationText.parse(value)

@@ -54,6 +54,15 @@ public struct AccessSettings: Equatable, Sendable {
 
     public init() {}
 
+    /// The access keys that take a whole number: their range and where the value goes.
+    static let wholeNumberKeys: [String: (ClosedRange<Int>, WritableKeyPath<AccessSettings, Int> & Sendable)] = [
+        "max_connections": (1...1_000_000, \.maxConnections),
+        "max_connections_per_user": (1...1_000_000, \.maxConnectionsPerUser),
+        "max_request_rate": (1...1_000_000, \.maxRequestRate),
+        "user_max_jobs": (0...10_000_000, \.userMaxJobs),
+        "user_max_runs_per_minute": (0...1_000_000, \.userMaxRunsPerMinute),
+    ]
+
     /// The `[daemon]` keys read into these settings.
     public static let keys = [
         "socket_group", "allow_users", "allow_groups", "max_connections", "max_connections_per_user", "max_request_rate",

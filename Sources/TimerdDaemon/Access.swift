@@ -10,7 +10,12 @@ struct Client: Sendable, Equatable {
 
     /// Root and the user timerd runs as are trusted: they act on every job, may use the root-only verbs and
     /// keys (`MODE NAME`, `RELOAD`, `user=`, `group=`, `ca_file=`), and no per-user limit applies to them.
-    var isAdmin: Bool { uid == 0 || uid == Self.daemonUID }
+    var isAdmin: Bool { Self.isAdmin(uid: uid) }
+
+    static func isAdmin(uid: UInt32) -> Bool { uid == 0 || uid == daemonUID }
+
+    /// Whether this client may see `ownerUID`'s jobs in full and change them: its own, or any for admins.
+    func owns(_ ownerUID: UInt32) -> Bool { isAdmin || uid == ownerUID }
 
     /// The daemon itself (config jobs, internal calls).
     static let daemon = Client(uid: daemonUID, gid: CurrentProcess.groupID, pid: CurrentProcess.id)

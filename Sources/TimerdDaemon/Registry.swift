@@ -305,7 +305,7 @@ actor Registry {
     /// their own. Throws `no-such-job` or `permission-denied`.
     func lookup(_ name: JobName, changedBy client: Client) throws(TimerdError) -> Job {
         let job = try lookup(name)
-        guard client.isAdmin || job.ownerUID == client.uid else {
+        guard client.owns(job.ownerUID) else {
             log.warning("control: \(client.label): refused to change \(name), which belongs to uid \(job.ownerUID)")
             throw TimerdError(.permissionDenied, "\(name) belongs to uid \(job.ownerUID); only its owner and root may change it")
         }
@@ -313,13 +313,12 @@ actor Registry {
     }
 
     /// Whether `client` may see `job`'s action, environment, meta and output.
-    func maySeeDetails(_ job: Job, _ client: Client) -> Bool { client.isAdmin || job.ownerUID == client.uid }
+    func maySeeDetails(_ job: Job, _ client: Client) -> Bool { client.owns(job.ownerUID) }
 
     /// Takes one of the owner's runs for this minute (`user_max_runs_per_minute`); root's and timerd's own
     /// jobs are not limited. False when the owner is over the limit.
     func takeRunToken(_ job: Job) -> Bool {
-        let owner = Client(uid: job.ownerUID, gid: 0, pid: 0)
-        guard !owner.isAdmin else { return true }
+        guard !Client.isAdmin(uid: job.ownerUID) else { return true }
         let limit = access.settings.userMaxRunsPerMinute
         let now = SystemClock.monoNow()
         var bucket = runBuckets[job.ownerUID] ?? TokenBucket(capacity: limit, perSecond: Double(limit) / 60, now: now)

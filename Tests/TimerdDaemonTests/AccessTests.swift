@@ -1,3 +1,4 @@
+import Synchronization
 import Testing
 import TimerdConfig
 import TimerdCore
@@ -72,6 +73,21 @@ struct FakeAccounts: AccountDirectory {
         #expect(hidden.last_result == .failed && hidden.last_exit_code == 3)
         #expect(await registry.list(viewer: bob).map(\.redacted) == [true])
         #expect(await registry.list(viewer: root).map(\.redacted) == [false])
+    }
+
+    @Test func watchersOfAnotherUsersJobGetNoReasons() async throws {
+        let seen = Mutex<[String: [String]]>([:])
+        for (id, viewer, label) in [(1, bob, "bob"), (2, alice, "alice")] {
+            await registry.addWatcher(id, filter: .all, viewer: viewer) { line in seen.withLock { $0[label, default: []].append(line) } }
+        }
+        try await registry.add(spec("a", ["every": "1h", "command": "secret"]), origin: .runtime, owner: alice)
+        _ = try await registry.runNow(JobName("a"), by: alice)
+        launcher.finish(0, .failed, exitCode: 3)
+        await settle(registry)
+        let finished = seen.withLock { $0 }.mapValues { $0.filter { $0.contains("\"event\":\"finished\"") } }
+        #expect(finished["alice"]?.count == 1 && finished["alice"]?.first?.contains("\"reason\":\"test\"") == true)
+        #expect(finished["bob"]?.count == 1 && finished["bob"]?.first?.contains("reason") == false)
+        #expect(finished["bob"]?.first?.contains("\"exit_code\":3") == true)
     }
 
     @Test func userJobLimitCountsOnlyThatUsersJobs() async throws {
