@@ -78,6 +78,7 @@ package struct Flag: Sendable, Equatable {
         "misfire": ("skip|once|all", "Fires missed while timerd was down or handled late: skip (default), run the latest once, or all."),
         "misfire_grace": ("DUR", "A fire at most DUR late still runs; later it counts as missed (default \(DurationText.format(Limits.defaultMisfireGrace)))."),
         "history_limit": ("N", "Keep the last N finished runs for 'timerctl history' (0-\(Limits.maximumHistoryLimit), default \(Limits.defaultHistoryLimit))."),
+        "cluster": ("yes|no", "In cluster mode: share the job across nodes (default yes here, no in config files)."),
         "count": ("N", "With --every, --cron or --calendar: stop after N runs."),
         "leeway": ("DUR", "Let the timer fire up to DUR late so wake-ups coalesce."),
         "command": ("STRING", "Run STRING with /bin/sh -c."),

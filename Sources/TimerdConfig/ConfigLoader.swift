@@ -75,7 +75,7 @@ private struct LoadSession<FileSystem: ConfigFileSystem> {
 
     // MARK: Files
 
-    private enum Section { case none, daemon, job, ignored }
+    private enum Section { case none, daemon, cluster, job, ignored }
 
     mutating func parseFile(path: String, bytes: [UInt8], isMain: Bool) {
         ranks[path] = files.count
@@ -87,6 +87,8 @@ private struct LoadSession<FileSystem: ConfigFileSystem> {
         var job: JobBuilder?
         var daemonHeader: Int?
         var daemonKeys: [String: Int] = [:]
+        var clusterHeader: Int?
+        var clusterKeys: [String: Int] = [:]
         for line in lexed.lines {
             switch line.content {
             case .header(let inner):
@@ -101,6 +103,15 @@ private struct LoadSession<FileSystem: ConfigFileSystem> {
                         daemonHeader = daemonHeader ?? line.number
                         section = .daemon
                     }
+                } else if inner == "cluster" {
+                    if !isMain {
+                        report(path, line.number, "[cluster] is allowed only in the main config file (\(mainPath)); included files hold [job] sections")
+                    } else {
+                        if let first = clusterHeader { report(path, line.number, "[cluster] is given more than once (first at line \(first))") }
+                        clusterHeader = clusterHeader ?? line.number
+                        section = .cluster
+                        if settings.cluster == nil { settings.cluster = ClusterSettings() }
+                    }
                 } else if let builder = jobHeader(inner, file: path, line: line.number) {
                     job = builder
                     section = .job
@@ -114,12 +125,17 @@ private struct LoadSession<FileSystem: ConfigFileSystem> {
                     break
                 case .daemon:
                     daemonKey(key, value, file: path, line: line.number, seen: &daemonKeys)
+                case .cluster:
+                    clusterKey(key, value, file: path, line: line.number, seen: &clusterKeys)
                 case .job:
                     job?.add(key, value, line: line.number, report: { report(path, $0, $1) })
                 }
             }
         }
         if let finished = job { finish(finished) }
+        if let clusterHeader, settings.cluster?.endpoints.isEmpty == true, clusterKeys["etcd"] == nil {
+            report(path, clusterHeader, "[cluster] needs etcd = http://HOST:2379,… (the etcd cluster the nodes share jobs through)")
+        }
     }
 
     mutating func processIncludes() {
@@ -255,6 +271,68 @@ private struct LoadSession<FileSystem: ConfigFileSystem> {
         return nil
     }
 
+    // MARK: [cluster]
+
+    private mutating func clusterKey(_ key: String, _ value: String, file: String, line: Int, seen: inout [String: Int]) {
+        guard ClusterSettings.keys.contains(key) else {
+            return report(file, line, "unknown key \"\(key)\" in [cluster]\(KeySuggestion.suggest(for: key, among: ClusterSettings.keys))")
+        }
+        if let first = seen[key] { return report(file, line, "\(key) is given more than once (first at line \(first))") }
+        seen[key] = line
+        if let problem = readCluster(key, value, directory: ConfigPath.directory(of: file)) { report(file, line, problem) }
+    }
+
+    /// Reads one `[cluster]` key into `settings.cluster`; returns the problem, if any.
+    private mutating func readCluster(_ key: String, _ value: String, directory: String) -> String? {
+        var cluster = settings.cluster ?? ClusterSettings()
+        defer { settings.cluster = cluster }
+        switch key {
+        case "etcd":
+            let urls = value.split(separator: ",").map { ConfigLexer.trimmed(String($0)) }
+            guard !urls.isEmpty, !urls.contains(where: \.isEmpty) else {
+                return "etcd: expected a comma-separated list of URLs like http://127.0.0.1:2379, got \"\(value)\""
+            }
+            for url in urls {
+                guard url.hasPrefix("http://") || url.hasPrefix("https://"), url.split(separator: "/").count >= 2,
+                      !url.contains(where: { $0 == " " || $0 == "\t" }) else {
+                    return "etcd: \"\(url)\" is not an http:// or https:// URL (etcd's client URL, like http://127.0.0.1:2379)"
+                }
+            }
+            cluster.endpoints = urls
+        case "ca_file", "cert_file", "key_file":
+            guard !value.isEmpty else { return "\(key): empty path" }
+            let path = ConfigPath.resolve(value, relativeTo: directory)
+            switch key {
+            case "ca_file": cluster.caFile = path
+            case "cert_file": cluster.certFile = path
+            default: cluster.keyFile = path
+            }
+        case "prefix":
+            guard value.hasPrefix("/"), value.count >= 2, !value.contains(where: { $0 == " " || $0 == "\t" }) else {
+                return "prefix: expected a key prefix starting with /, like /timerd/, got \"\(value)\""
+            }
+            cluster.prefix = value.hasSuffix("/") ? value : value + "/"
+        case "node":
+            guard (1...64).contains(value.utf8.count),
+                  value.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7A) || $0 == 0x2D || $0 == 0x2E || $0 == 0x5F }) else {
+                return "node: expected 1 to 64 letters, digits, '.', '-' or '_', got \"\(value)\""
+            }
+            cluster.node = value
+        default:  // lease_ttl
+            let range = ClusterSettings.leaseTTLRange
+            do {
+                let ttl = try DurationText.parse(value)
+                guard ttl.nanoseconds % 1_000_000_000 == 0, range.contains(Int(ttl.nanoseconds / 1_000_000_000)) else {
+                    return "lease_ttl: expected whole seconds from \(range.lowerBound)s to \(range.upperBound)s (etcd leases count seconds), got \"\(value)\""
+                }
+                cluster.leaseTTL = ttl
+            } catch {
+                return "lease_ttl: \(error.message)"
+            }
+        }
+        return nil
+    }
+
     // MARK: [job "NAME"]
 
     /// The builder for a `[job …]` header, or nil (after reporting) when the header is not one.
@@ -262,10 +340,10 @@ private struct LoadSession<FileSystem: ConfigFileSystem> {
         let word = String(inner.unicodeScalars.prefix { $0 != " " && $0 != "\t" && $0 != "\"" && $0 != "'" })
         let rest = ConfigLexer.trimmed(String(inner.unicodeScalars.dropFirst(word.unicodeScalars.count)))
         guard word == "job" else {
-            if word == "daemon" {
-                report(file, line, "[daemon] takes no name: write [daemon]")
+            if word == "daemon" || word == "cluster" {
+                report(file, line, "[\(word)] takes no name: write [\(word)]")
             } else {
-                report(file, line, "unknown section [\(inner)] (expected [daemon] or [job \"NAME\"])")
+                report(file, line, "unknown section [\(inner)] (expected [daemon], [cluster] or [job \"NAME\"])")
             }
             return nil
         }

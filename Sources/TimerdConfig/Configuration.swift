@@ -19,6 +19,9 @@ public struct DaemonSettings: Equatable, Sendable {
     /// Who may do what over the control socket (`socket_group`, `allow_users`, limits; `docs/security.md`).
     public var access = AccessSettings()
 
+    /// The `[cluster]` section (`docs/cluster.md`); nil: a single-host daemon.
+    public var cluster: ClusterSettings?
+
     public static let logTargets = ["auto", "journal", "stderr"]
 
     public init(
@@ -68,6 +71,29 @@ public struct AccessSettings: Equatable, Sendable {
         "socket_group", "allow_users", "allow_groups", "max_connections", "max_connections_per_user", "max_request_rate",
         "idle_timeout", "user_max_jobs", "user_max_runs_per_minute", "max_output_memory",
     ]
+}
+
+/// The `[cluster]` section: the etcd cluster the nodes share jobs through (`docs/cluster.md`).
+public struct ClusterSettings: Equatable, Sendable {
+    /// etcd client URLs (`etcd = http://host:2379,…`).
+    public var endpoints: [String] = []
+    /// TLS to etcd: the CA that signed its certificate, and this node's client certificate and key.
+    public var caFile: String?
+    public var certFile: String?
+    public var keyFile: String?
+    /// Every key timerd writes starts with this (`prefix`, default `/timerd/`; always ends in `/`).
+    public var prefix = "/timerd/"
+    /// This node's name (`node`, default the host name); unique in the cluster.
+    public var node = ""
+    /// The lease that proves a node alive (`lease_ttl`, default 10s): a node that stops renewing it loses
+    /// its leadership this long after its last renewal.
+    public var leaseTTL: Duration = .seconds(10)
+
+    public init() {}
+
+    public static let keys = ["etcd", "ca_file", "cert_file", "key_file", "prefix", "node", "lease_ttl"]
+    /// etcd's smallest lease is 2s (with its default election timeout); above an hour is surely a typo.
+    public static let leaseTTLRange = 2...3_600
 }
 
 /// A job declared in a config file, with where it was declared.

@@ -91,6 +91,9 @@ public struct JobSpec: Equatable, Sendable {
     /// Told when a run fails after a success (or as the first run), and when a run succeeds after a failure.
     public var onFailure: NotifyTarget?
     public var onRecovery: NotifyTarget?
+    /// Whether the job is shared by a cluster of timerd nodes (`cluster=`; nil: the default of where it
+    /// comes from: runtime jobs are shared in cluster mode, config jobs are not; `docs/cluster.md`).
+    public var cluster: Bool?
 
     public init(
         name: JobName, schedule: Schedule, action: Action, count: Int? = nil, leeway: Duration = .zero,
@@ -99,9 +102,10 @@ public struct JobSpec: Equatable, Sendable {
         modes: [String] = [Mode.defaultName], onFailure: NotifyTarget? = nil, onRecovery: NotifyTarget? = nil,
         timezone: String? = nil, dstGap: DSTGap? = nil, dstRepeat: DSTRepeat? = nil, jitter: Duration = .zero,
         fixedJitter: Bool = false, misfire: MisfirePolicy = .skip, misfireGrace: Duration = Limits.defaultMisfireGrace,
-        historyLimit: Int = Limits.defaultHistoryLimit, user: String? = nil, group: String? = nil
+        historyLimit: Int = Limits.defaultHistoryLimit, user: String? = nil, group: String? = nil, cluster: Bool? = nil
     ) {
         self.name = name
+        self.cluster = cluster
         self.user = user
         self.group = group
         self.misfire = misfire
@@ -136,14 +140,14 @@ public struct JobSpec: Equatable, Sendable {
         "fixed_jitter", "misfire", "misfire_grace", "count", "leeway", "command", "argv", "webhook", "method", "header", "body",
         "content_type", "expect", "retries", "retry_backoff", "redirects", "ca_file", "insecure", "timeout",
         "kill_grace", "overlap", "env", "meta", "cwd", "user", "group", "owner", "tag", "modes", "on_failure", "on_recovery",
-        "history_limit",
+        "history_limit", "cluster",
     ]
     /// Keys anyone may see of anyone's job: the name, schedule, limits and labels. The rest (the action,
     /// `env`, `meta`, `cwd`, hooks) is shown only to the job's owner and root (see `docs/security.md`).
     public static let publicKeys: Set<String> = [
         "every", "start", "in", "at", "cron", "calendar", "timezone", "dst_gap", "dst_repeat", "jitter", "fixed_jitter",
         "misfire", "misfire_grace", "count", "leeway", "timeout", "kill_grace", "overlap", "user", "group", "owner", "tag",
-        "modes", "history_limit",
+        "modes", "history_limit", "cluster",
     ]
     /// Keys that may be given more than once.
     public static let repeatableKeys: Set<String> = ["env", "meta", "tag", "header"]
@@ -313,6 +317,10 @@ public struct JobSpec: Equatable, Sendable {
         if let timeout, timeout <= .zero { throw TimerdError(.badArgument, "timeout must be greater than 0", key: "timeout") }
         let user = try single["user"].map { name throws(TimerdError) in try AccountName.validate(name, key: "user") }
         let group = try single["group"].map { name throws(TimerdError) in try AccountName.validate(name, key: "group") }
+        let cluster = try single["cluster"].map { text throws(TimerdError) in try ExecRequest.parseBool(text, key: "cluster") }
+        if cluster == true, single["owner"] != nil {
+            throw TimerdError(.badArgument, "owner= jobs live and end on one node, so they cannot be cluster jobs (cluster=yes)", key: "cluster")
+        }
         if case .webhook = action, let key = user != nil ? "user" : group != nil ? "group" : nil {
             throw TimerdError(.badArgument, "\(key) applies only to commands (webhooks are sent by timerd itself)", key: key)
         }
@@ -325,7 +333,8 @@ public struct JobSpec: Equatable, Sendable {
             onFailure: try single["on_failure"].map { text throws(TimerdError) in try NotifyTarget.parse(text, key: "on_failure") },
             onRecovery: try single["on_recovery"].map { text throws(TimerdError) in try NotifyTarget.parse(text, key: "on_recovery") },
             timezone: civil.timezone, dstGap: civil.gap, dstRepeat: civil.repeated, jitter: jitter, fixedJitter: fixedJitter,
-            misfire: misfire, misfireGrace: misfireGrace, historyLimit: historyLimit, user: user, group: group)
+            misfire: misfire, misfireGrace: misfireGrace, historyLimit: historyLimit, user: user, group: group,
+            cluster: cluster)
     }
 
     /// `timezone`, `dst_gap` and `dst_repeat`, which only cron and calendar schedules take. The zone's
@@ -470,6 +479,7 @@ public struct JobSpec: Equatable, Sendable {
         if let onFailure { list.append(KeyValue("on_failure", onFailure.description)) }
         if let onRecovery { list.append(KeyValue("on_recovery", onRecovery.description)) }
         if historyLimit != Limits.defaultHistoryLimit { list.append(KeyValue("history_limit", String(historyLimit))) }
+        if let cluster { list.append(KeyValue("cluster", cluster ? "yes" : "no")) }
         return list
     }
 

@@ -96,6 +96,7 @@ struct HelpTextTests {
               --on-failure URL|CMD          When the job starts failing: POST to URL, or run CMD with /bin/sh -c (any job).
               --on-recovery URL|CMD         When the job succeeds again: POST to URL, or run CMD with /bin/sh -c (any job).
               --history-limit N             Keep the last N finished runs for 'timerctl history' (0-10000, default 100).
+              --cluster yes|no              In cluster mode: share the job across nodes (default yes here, no in config files).
               --socket PATH                 Talk to timerd on PATH (see 'timerctl --help').
               -h, --help                    Show this help.
 

@@ -24,7 +24,7 @@ struct SectionTests {
             command = true
             """
         #expect(problems(text) == [
-            at(1, "unknown section [jobs] (expected [daemon] or [job \"NAME\"])"),
+            at(1, "unknown section [jobs] (expected [daemon], [cluster] or [job \"NAME\"])"),
             at(3, "the job name must be in double quotes: write [job \"hello\"]"),
             at(6, "[job] needs a name: write [job \"NAME\"]"),
             at(6, "a schedule is required: every=DUR, in=DUR, at=TIME, cron=EXPR or calendar=SPEC"),
@@ -268,7 +268,7 @@ struct SectionTests {
             at(2, "max_running: expected a whole number ≥ 1, got \"many\""),
             at(7, "every: invalid duration \"1 s x\": expected a number (examples: 250ms, 5s, 1m30s, 2h, 1d, 5min)"),
             at(8, "unknown key \"commnd\" (did you mean command?)"),
-            at(9, "unknown section [nonsense] (expected [daemon] or [job \"NAME\"])"),
+            at(9, "unknown section [nonsense] (expected [daemon], [cluster] or [job \"NAME\"])"),
         ])
     }
 

@@ -60,7 +60,7 @@ struct JobSpecTests {
         let used = Set(spec.options.map(\.key))
         #expect(Set(JobSpec.keys).subtracting(used).subtracting(Webhook.keys)
             == ["in", "at", "command", "webhook", "on_failure", "on_recovery", "cron", "calendar", "timezone", "dst_gap",
-                "dst_repeat", "jitter", "fixed_jitter", "misfire", "misfire_grace", "history_limit"])
+                "dst_repeat", "jitter", "fixed_jitter", "misfire", "misfire_grace", "history_limit", "cluster"])
     }
 
     @Test("user and group take account names, never numbers, and only for commands")
@@ -401,6 +401,7 @@ struct JobSpecTests {
         "ca_file": "/etc/ssl/ca.pem", "insecure": "no", "on_failure": "true", "on_recovery": "true",
         "cron": "* * * * *", "calendar": "daily", "timezone": "UTC", "dst_gap": "skip", "dst_repeat": "both",
         "jitter": "1s", "fixed_jitter": "yes", "misfire": "once", "misfire_grace": "5s", "history_limit": "7",
+        "cluster": "yes",
     ]
 
     @Test("non-repeatable keys given twice", arguments: singleKeys)
@@ -433,6 +434,20 @@ struct JobSpecTests {
         #expect(ContinuousClock.now - start < .seconds(5))
     }
 
+    @Test("cluster=yes|no is kept in the options; owner= jobs cannot be cluster jobs")
+    func clusterKey() throws {
+        #expect(try Self.spec(opts(("every", "1s"), ("command", "x"))).cluster == nil)
+        let shared = try Self.spec(opts(("every", "1s"), ("command", "x"), ("cluster", "yes")))
+        #expect(shared.cluster == true && shared.options.contains(KeyValue("cluster", "yes")))
+        #expect(try Self.spec(opts(("every", "1s"), ("command", "x"), ("cluster", "no"))).cluster == false)
+        expectError(.badArgument, key: "cluster", mentions: ["expected yes or no"]) {
+            try Self.spec(opts(("every", "1s"), ("command", "x"), ("cluster", "maybe")))
+        }
+        expectError(.badArgument, key: "cluster", mentions: ["owner= jobs"]) {
+            try Self.spec(opts(("every", "1s"), ("command", "x"), ("owner", "pid:1"), ("cluster", "yes")))
+        }
+    }
+
     @Test("keys and repeatable keys")
     func keyLists() {
         #expect(JobSpec.keys == [
@@ -440,7 +455,7 @@ struct JobSpecTests {
             "fixed_jitter", "misfire", "misfire_grace", "count", "leeway", "command", "argv", "webhook", "method", "header", "body",
             "content_type", "expect", "retries", "retry_backoff", "redirects", "ca_file", "insecure", "timeout",
             "kill_grace", "overlap", "env", "meta", "cwd", "user", "group", "owner", "tag", "modes", "on_failure",
-            "on_recovery", "history_limit",
+            "on_recovery", "history_limit", "cluster",
         ])
         #expect(JobSpec.repeatableKeys == ["env", "meta", "tag", "header"])
         #expect(Set(JobSpec.keys).count == JobSpec.keys.count)
