@@ -21,6 +21,7 @@ struct Row {
     func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(statement, column) }
     func int(_ column: Int32) -> Int { Int(int64(column)) }
     func optionalInt(_ column: Int32) -> Int? { isNull(column) ? nil : int(column) }
+    func optionalText(_ column: Int32) -> String? { isNull(column) ? nil : text(column) }
     func time(_ column: Int32) -> WallTime { WallTime(nanosecondsSinceEpoch: int64(column)) }
     func optionalTime(_ column: Int32) -> WallTime? { isNull(column) ? nil : time(column) }
     func optionalDouble(_ column: Int32) -> Double? { isNull(column) ? nil : sqlite3_column_double(statement, column) }

@@ -55,6 +55,12 @@ enum Schema {
         Migration(version: 2, statements: [
             "ALTER TABLE jobs ADD COLUMN owner_uid INTEGER CHECK (owner_uid BETWEEN 0 AND 4294967295)",
         ]),
+        // Cluster mode (docs/cluster.md): which node ran each run (NULL: this one, before clusters), and
+        // which stored jobs are a cache of the cluster's shared jobs (etcd has the truth).
+        Migration(version: 3, statements: [
+            "ALTER TABLE runs ADD COLUMN node TEXT",
+            "ALTER TABLE jobs ADD COLUMN shared INTEGER NOT NULL DEFAULT 0 CHECK (shared IN (0, 1))",
+        ]),
     ]
 
     static var currentVersion: Int { migrations.last?.version ?? 0 }

@@ -131,7 +131,7 @@ public final class StateStore: Sendable {
     public func jobs() throws(StoreError) -> [StoredJob] {
         try onQueue { (database: Database) throws(StoreError) in
             try database.query(
-                "SELECT name, options, paused, runs, added_at, last_scheduled, anchor, owner_uid FROM jobs ORDER BY name"
+                "SELECT name, options, paused, runs, added_at, last_scheduled, anchor, owner_uid, shared FROM jobs ORDER BY name"
             ) { (row: Row) throws(StoreError) in
                 let name = row.text(0)
                 let options: [KeyValue]
@@ -141,7 +141,7 @@ public final class StateStore: Sendable {
                 return StoredJob(
                     name: name, options: options, paused: row.int(2) != 0, runs: row.int(3), addedAt: row.time(4),
                     lastScheduled: row.optionalTime(5), anchor: row.optionalTime(6),
-                    ownerUID: row.optionalInt(7).map { UInt32(truncatingIfNeeded: $0) })
+                    ownerUID: row.optionalInt(7).map { UInt32(truncatingIfNeeded: $0) }, shared: row.int(8) != 0)
             }
         }
     }
@@ -162,14 +162,16 @@ public final class StateStore: Sendable {
         return try onQueue { (database: Database) throws(StoreError) in
             try database.query(
                 """
-                SELECT job, run, scheduled_at, started_at, ended_at, result, exit_code, http_status, lateness_ms, output
+                SELECT job, run, scheduled_at, started_at, ended_at, result, exit_code, http_status, lateness_ms, output,
+                    node
                 FROM runs WHERE job = ?1 ORDER BY id DESC LIMIT ?2
                 """, [.text(job), .integer(Int64(limit))]
             ) { row in
                 StoredRun(
                     job: row.text(0), run: row.int(1), scheduledAt: row.optionalTime(2), startedAt: row.time(3),
                     endedAt: row.time(4), result: row.text(5), exitCode: row.optionalInt(6),
-                    httpStatus: row.optionalInt(7), latenessMs: row.optionalDouble(8), output: row.text(9))
+                    httpStatus: row.optionalInt(7), latenessMs: row.optionalDouble(8), output: row.text(9),
+                    node: row.optionalText(10))
             }
         }
     }
@@ -319,16 +321,16 @@ private final class Connection: @unchecked Sendable {
         case .putJob(let job):
             try database.execute(
                 """
-                INSERT INTO jobs (name, options, paused, runs, added_at, last_scheduled, anchor, owner_uid)
-                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                INSERT INTO jobs (name, options, paused, runs, added_at, last_scheduled, anchor, owner_uid, shared)
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
                 ON CONFLICT (name) DO UPDATE SET options = excluded.options, paused = excluded.paused,
                     runs = excluded.runs, added_at = excluded.added_at, last_scheduled = excluded.last_scheduled,
-                    anchor = excluded.anchor, owner_uid = excluded.owner_uid
+                    anchor = excluded.anchor, owner_uid = excluded.owner_uid, shared = excluded.shared
                 """,
                 [
                     .text(job.name), .text(OptionsCoding.encode(job.options)), .integer(job.paused ? 1 : 0),
                     .integer(Int64(job.runs)), SQLValue(job.addedAt), SQLValue(job.lastScheduled), SQLValue(job.anchor),
-                    job.ownerUID.map { .integer(Int64($0)) } ?? .null,
+                    job.ownerUID.map { .integer(Int64($0)) } ?? .null, .integer(job.shared ? 1 : 0),
                 ])
         case .deleteJob(let name):
             try database.execute("DELETE FROM runs WHERE job = ?1", [.text(name)])
@@ -343,13 +345,13 @@ private final class Connection: @unchecked Sendable {
             try database.execute(
                 """
                 INSERT INTO runs (job, run, scheduled_at, started_at, ended_at, result, exit_code, http_status,
-                    lateness_ms, output)
-                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                    lateness_ms, output, node)
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
                 """,
                 [
                     .text(run.job), .integer(Int64(run.run)), SQLValue(run.scheduledAt), SQLValue(run.startedAt),
                     SQLValue(run.endedAt), .text(run.result), SQLValue(run.exitCode), SQLValue(run.httpStatus),
-                    SQLValue(run.latenessMs), .text(run.output),
+                    SQLValue(run.latenessMs), .text(run.output), run.node.map { .text($0) } ?? .null,
                 ])
             // Everything from the (keep+1)-th newest down; nothing when there are no more than `keep`.
             try database.execute(

@@ -15,12 +15,15 @@ public struct StoredJob: Equatable, Sendable {
     public var anchor: WallTime?
     /// The uid of the user who added it; nil: timerd's own user.
     public var ownerUID: UInt32?
+    /// A cluster job cached here (etcd holds the truth; docs/cluster.md).
+    public var shared: Bool
 
     public init(
         name: String, options: [KeyValue], paused: Bool = false, runs: Int = 0, addedAt: WallTime,
-        lastScheduled: WallTime? = nil, anchor: WallTime? = nil, ownerUID: UInt32? = nil
+        lastScheduled: WallTime? = nil, anchor: WallTime? = nil, ownerUID: UInt32? = nil, shared: Bool = false
     ) {
         self.ownerUID = ownerUID
+        self.shared = shared
         self.name = name
         self.options = options
         self.paused = paused
@@ -45,11 +48,15 @@ public struct StoredRun: Equatable, Sendable {
     public var latenessMs: Double?
     /// The output's tail, as given (stored byte for byte, NUL bytes included).
     public var output: String
+    /// The cluster node that ran it (nil: this daemon, outside cluster mode).
+    public var node: String?
 
     public init(
         job: String, run: Int, scheduledAt: WallTime? = nil, startedAt: WallTime, endedAt: WallTime,
-        result: String, exitCode: Int? = nil, httpStatus: Int? = nil, latenessMs: Double? = nil, output: String = ""
+        result: String, exitCode: Int? = nil, httpStatus: Int? = nil, latenessMs: Double? = nil, output: String = "",
+        node: String? = nil
     ) {
+        self.node = node
         self.job = job
         self.run = run
         self.scheduledAt = scheduledAt

@@ -251,6 +251,35 @@ import TimerdCore
         #expect(try store.jobs().map(\.ownerUID) == [1001, nil])
     }
 
+    @Test func version2RunsHaveNoNodeAndJobsAreNotSharedAfterTheClusterMigration() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        do {
+            let (store, _) = try StateStore.open(directory: dir.path, migrations: Array(Schema.migrations.prefix(2)), synchronous: .full)
+            store.close()
+            let database = try Database(path: dir.path + "/state.db")
+            try database.executeScript("""
+                INSERT INTO jobs (name, options, added_at) VALUES ('old', '[]', 0);
+                INSERT INTO runs (job, run, started_at, ended_at, result, output) VALUES ('old', 1, 0, 1, 'ok', '')
+                """)
+            database.close()
+        }
+        let (store, recovered) = try StateStore.open(directory: dir.path)
+        defer { store.close() }
+        #expect(recovered == nil)
+        #expect(try store.jobs().map(\.shared) == [false])
+        #expect(try store.history(job: "old", limit: 5).map(\.node) == [nil])
+        var shared = job("new")
+        shared.shared = true
+        try store.applyAndWait([
+            .putJob(shared),
+            .recordRun(StoredRun(job: "new", run: 1, startedAt: WallTime(nanosecondsSinceEpoch: 5), endedAt: WallTime(nanosecondsSinceEpoch: 6),
+                                 result: "ok", node: "node-b"), keep: 10),
+        ])
+        #expect(try store.jobs().map(\.shared) == [true, false])
+        #expect(try store.history(job: "new", limit: 5).map(\.node) == ["node-b"])
+    }
+
     @Test func failingMigrationLeavesTheVersionAlone() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
