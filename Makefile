@@ -4,8 +4,8 @@
 SWIFT        ?= swift
 # openssl and python3: the webhook tests' throwaway CA and HTTP(S) server. tzdata: the zones of cron
 # and calendar jobs. python3-venv: the test oracles' virtual environment (croniter, from PyPI).
-# libsqlite3-dev: the durable state store (state.db).
-APT_PACKAGES := libsystemd-dev libcurl4-openssl-dev libsqlite3-dev pkg-config systemd openssl python3 python3-venv tzdata
+# libsqlite3-dev: the durable state store (state.db). etcd-server: the cluster tests' etcd.
+APT_PACKAGES := libsystemd-dev libcurl4-openssl-dev libsqlite3-dev pkg-config systemd openssl python3 python3-venv tzdata etcd-server
 # The cron tests compare timerd with croniter (an independent implementation) in this venv.
 ORACLE_VENV  := $(CURDIR)/.build/oracle-venv
 CRONITER     := croniter==7.0.0

@@ -27,6 +27,8 @@ let package = Package(
         // Webhooks: libcurl (headers from Debian's libcurl4-openssl-dev), loaded with dlopen on the first
         // webhook; typed wrappers for its variadic calls.
         .target(name: "CTimerdCurl"),
+        // etcd client: blocking calls to etcd's v3 JSON gateway over libcurl, with endpoint failover and watches.
+        .target(name: "TimerdCluster", dependencies: ["CTimerdCurl", "TimerdSystem"]),
         // The running service: registry, timers, control server, command runner.
         .target(
             name: "TimerdDaemon",
@@ -45,7 +47,8 @@ let package = Package(
         .testTarget(name: "TimerdCLITests", dependencies: ["TimerdCLI"]),
         .testTarget(name: "TimerdDaemonTests", dependencies: ["TimerdDaemon"]),
         .testTarget(name: "TimerdStoreTests", dependencies: ["TimerdStore"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["TimerdCore", "TimerdProtocol", "TimerdSystem", "TimerdStore"], exclude: ["webhook_server.py"]),
+        .testTarget(name: "TimerdClusterTests", dependencies: ["TimerdCluster"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["TimerdCore", "TimerdProtocol", "TimerdSystem", "TimerdStore", "TimerdCluster"], exclude: ["webhook_server.py"]),
         .testTarget(name: "SystemdTests", dependencies: []),
     ],
     swiftLanguageModes: [.v6]

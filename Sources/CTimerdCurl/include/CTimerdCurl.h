@@ -1,7 +1,7 @@
 #ifndef TIMERD_CTIMERDCURL_H
 #define TIMERD_CTIMERDCURL_H
 
-/* libcurl for timerd's webhooks, loaded with dlopen on the first webhook rather than linked: libcurl
+/* libcurl for timerd's webhooks and its etcd client (TimerdCluster), loaded with dlopen on the first webhook rather than linked: libcurl
  * pulls in some thirty libraries (TLS, Kerberos, LDAP, SSH, ...) whose loading alone cost a daemon without
  * webhooks about 5 MiB of resident memory. Only the headers are used at build time (Debian's
  * libcurl4-openssl-dev); every call goes through the tcurl_ functions below, never curl_* directly.
@@ -12,9 +12,10 @@
 #include <stddef.h>
 #include <curl/curl.h>
 
-/* Loads `library` (libcurl.so.4) and resolves what timerd uses; 0 on success, else -1 with the reason in
- * `error`. Call once, before any other tcurl_ function. Not thread-safe; timerd calls it on its webhook
- * queue. */
+/* Loads `library` (libcurl.so.4), resolves what timerd uses and calls curl_global_init(CURL_GLOBAL_DEFAULT)
+ * once; 0 on success, else -1 with the reason in `error`. Call before any other tcurl_ function. Safe to
+ * call more than once and from several threads: only the first call loads (the others wait for it), and
+ * every call returns the first call's result and reason, whatever `library` it names. */
 int tcurl_load(const char *library, char *error, size_t size);
 
 CURLcode tcurl_global_init(long flags);
@@ -25,6 +26,12 @@ CURLMcode tcurl_multi_remove_handle(CURLM *multi, CURL *easy);
 const char *tcurl_multi_strerror(CURLMcode code);
 CURLMcode tcurl_multi_socket_action(CURLM *multi, curl_socket_t socket, int events, int *running);
 CURLMsg *tcurl_multi_info_read(CURLM *multi, int *left);
+/* For the etcd watch, a multi handle of its own driven on its thread: curl_easy_perform would wait up to a
+ * second between looks at a progress callback on an idle stream (measured), the watch must notice its
+ * stop flag sooner, so it polls with a short timeout instead. */
+CURLMcode tcurl_multi_perform(CURLM *multi, int *running);
+CURLMcode tcurl_multi_poll(CURLM *multi, int timeout_ms, int *ready);
+CURLMcode tcurl_multi_cleanup(CURLM *multi);
 
 typedef int (*tcurl_socket_callback)(CURL *easy, curl_socket_t socket, int what, void *context, void *socket_context);
 typedef int (*tcurl_timer_callback)(CURLM *multi, long timeout_ms, void *context);
@@ -41,6 +48,8 @@ CURLcode tcurl_easy_setopt_slist(CURL *easy, CURLoption option, struct curl_slis
 typedef size_t (*tcurl_write_callback)(char *data, size_t size, size_t count, void *context);
 CURLcode tcurl_easy_setopt_write(CURL *easy, tcurl_write_callback callback);
 CURLcode tcurl_easy_getinfo_long(CURL *easy, CURLINFO info, long *value);
+/* A blocking transfer on the calling thread (the etcd client; the webhooks use the multi interface). */
+CURLcode tcurl_easy_perform(CURL *easy);
 
 struct curl_slist *tcurl_slist_append(struct curl_slist *list, const char *text);
 void tcurl_slist_free_all(struct curl_slist *list);
