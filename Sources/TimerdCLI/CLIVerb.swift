@@ -3,7 +3,7 @@ import TimerdProtocol
 
 /// The verbs of `timerctl`, with everything help and the parser need to know about each.
 package enum CLIVerb: String, CaseIterable, Sendable {
-    case add, exec, cancel, pause, resume, run, list, show, history, reload, mode, stats, watch, next, ping, version, help
+    case add, exec, cancel, pause, resume, run, list, show, history, reload, mode, stats, watch, cluster, next, ping, version, help
 
     /// How many job names (positional words) a verb takes.
     package enum Names: Sendable {
@@ -33,6 +33,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .mode: .mode
         case .stats: .stats
         case .watch: .watch
+        case .cluster: .cluster
         case .next: nil
         case .ping: .ping
         case .version: .version
@@ -56,6 +57,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .mode: "Show or switch the daemon's mode (jobs not in it hold their fires)."
         case .stats: "Show the daemon's counters: jobs, runs, lateness percentiles, requests, memory, uptime."
         case .watch: "Follow what happens to jobs as it happens: fires, runs, skips, changes."
+        case .cluster: "Show the cluster: this node's role, the leader, the members and etcd's health."
         case .next: "Print the next fire times of a cron, calendar or every schedule (computed locally)."
         case .ping: "Check that timerd answers."
         case .version: "Print the versions of timerctl and timerd."
@@ -87,6 +89,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .mode: ["mode [NAME] [--json]"]
         case .stats: ["stats [--json]"]
         case .watch: ["watch [NAME | --tag TAG] [--json]"]
+        case .cluster: ["cluster [--json]"]
         case .next:
             [
                 "next (--cron EXPR | --calendar SPEC | --every DUR) [--count N] [--timezone TZ] [--from TIME]",
@@ -166,6 +169,12 @@ package enum CLIVerb: String, CaseIterable, Sendable {
                 "  2026-03-27T09:00:00+01:00",
                 "  2026-03-30T09:00:00+02:00",
             ]
+        case .cluster:
+            [
+                "Only in cluster mode (a [cluster] section in timerd.conf; docs/cluster.md). The leader runs",
+                "the shared jobs; every node lists and changes them. While etcd is unavailable the node",
+                "says so here, serves reads, and refuses changes to shared jobs (cluster-unavailable).",
+            ]
         case .version: ["Prints timerctl's version, then asks timerd for its own."]
         case .show, .ping, .help: []
         }
@@ -183,7 +192,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         switch self {
         case .add, .run, .show, .history: .one
         case .cancel, .pause, .resume: .oneOrMore
-        case .exec, .list, .reload, .stats, .next, .ping, .version: .none
+        case .exec, .list, .reload, .stats, .cluster, .next, .ping, .version: .none
         case .mode: .optionalOne
         case .watch: .optionalJob
         case .help: .optionalTopic
@@ -194,7 +203,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
     package var selectsByTag: Bool {
         switch self {
         case .cancel, .pause, .resume, .list, .watch: true
-        case .add, .exec, .run, .show, .history, .reload, .mode, .stats, .next, .ping, .version, .help: false
+        case .add, .exec, .run, .show, .history, .reload, .mode, .stats, .cluster, .next, .ping, .version, .help: false
         }
     }
 
@@ -204,7 +213,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
     /// True when `--json` changes what the verb prints (listed in its help).
     package var hasJSONOutput: Bool {
         switch self {
-        case .exec, .run, .list, .show, .history, .reload, .mode, .stats, .watch, .next, .version: true
+        case .exec, .run, .list, .show, .history, .reload, .mode, .stats, .cluster, .watch, .next, .version: true
         case .cancel, .pause, .resume: true  // with --tag
         case .add, .ping, .help: false
         }
@@ -280,7 +289,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
                 Flag(jobKey: "dst_gap"),
                 Flag(jobKey: "dst_repeat"),
             ]
-        case .run, .show, .reload, .mode, .stats, .ping, .version, .help:
+        case .run, .show, .reload, .mode, .stats, .cluster, .ping, .version, .help:
             return []
         }
     }

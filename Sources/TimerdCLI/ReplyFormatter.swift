@@ -21,7 +21,7 @@ package struct Rendered: Equatable, Sendable {
 /// pause and resume (with `--tag`: the jobs acted on, one per line, or a note on stderr when there were
 /// none); `pong`; the generated name (exec); the run status (run); the table (list); the block (show);
 /// the runs table (history); a summary line (reload); the mode and its held or released jobs (mode);
-/// the counters block (stats); the daemon's version line (version); one fire time per line (next,
+/// the counters block (stats); the cluster block (cluster); the daemon's version line (version); one fire time per line (next,
 /// computed by timerctl itself and rendered as if timerd had replied). With `--json` the payload is printed as received, one
 /// line. A payload that does not decode is printed raw.
 package enum ReplyFormatter {
@@ -72,6 +72,7 @@ package enum ReplyFormatter {
         case .version: text = (try? Payload.decode(VersionReply.self, from: payload)).map { "timerd \($0.version) (protocol \($0.protocol))\n" }
         case .mode: text = (try? Payload.decode(ModeInfo.self, from: payload)).map { modeText($0, now: now) }
         case .stats: text = (try? Payload.decode(DaemonStats.self, from: payload)).map(StatsText.block)
+        case .cluster: text = (try? Payload.decode(ClusterInfo.self, from: payload)).map(ClusterText.block)
         case .next: text = (try? Payload.decode(NextTimes.self, from: payload)).map { $0.times.map { $0 + "\n" }.joined() }
         case .cancel, .pause, .resume:
             guard command.taggedAction != nil else { return "" }

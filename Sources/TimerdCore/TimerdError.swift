@@ -39,6 +39,9 @@ public struct TimerdError: Error, Equatable, Sendable, CustomStringConvertible {
         case tooManyConnections = "too-many-connections"
         /// The connection sent nothing for `idle_timeout`; it is closed.
         case idleTimeout = "idle-timeout"
+        /// Cluster mode: etcd cannot be reached (or has no quorum), so a change to shared jobs cannot be
+        /// made; nothing was changed (`docs/cluster.md`).
+        case clusterUnavailable = "cluster-unavailable"
         /// The daemon is shutting down and accepts no new work.
         case shuttingDown = "shutting-down"
         /// An unexpected failure inside the daemon (a bug or an environment failure).

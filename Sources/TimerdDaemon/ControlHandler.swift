@@ -17,6 +17,8 @@ struct ControlHandler: Sendable {
     let requests = RequestCounter()
     /// Re-reads the config files and applies them (owned by the daemon, which knows the paths).
     let reload: @Sendable () async throws(TimerdError) -> ReloadSummary
+    /// Cluster mode: the etcd session shared jobs are written through (`docs/cluster.md`).
+    var cluster: ClusterNode? = nil
 
     static let version = "0.1.0"
     static let protocolVersion = 1
@@ -39,6 +41,7 @@ struct ControlHandler: Sendable {
         (.stats, "STATS"),
         (.watch, "WATCH [NAME | tag=TAG]"),
         (.history, "HISTORY NAME [limit=N]"),
+        (.cluster, "CLUSTER"),
         (.next, "NEXT (cron=EXPR | calendar=SPEC | every=DUR) [count=N] [timezone=TZ] [from=TIME] [dst_gap=…] [dst_repeat=…]"),
     ]
 
@@ -70,7 +73,8 @@ struct ControlHandler: Sendable {
                 RunRecord(
                     run: run.run, scheduled_at: run.scheduledAt.map(RFC3339.format), started_at: RFC3339.format(run.startedAt),
                     ended_at: RFC3339.format(run.endedAt), result: run.result, exit_code: run.exitCode,
-                    http_status: run.httpStatus, lateness_ms: run.latenessMs, output: withOutput ? run.output : nil)
+                    http_status: run.httpStatus, lateness_ms: run.latenessMs, output: withOutput ? run.output : nil,
+                    node: run.node ?? cluster?.node)
             }
         } catch {
             throw TimerdError(.internal, "cannot read the history: \(error.message)")
@@ -115,6 +119,7 @@ struct ControlHandler: Sendable {
             let names = try expect(request, names: 1...1, options: true, argv: true)
             let spec = try JobSpec(name: names[0], options: request.options.map { KeyValue($0.key, $0.value) }, argv: request.argv)
             try mayAdd(spec, client: client)
+            if try await addShared(spec, client: client) { return .ok(nil) }
             try await registry.add(spec, origin: .runtime, connection: connection, owner: client)
             try await registry.durable()
             return .ok(nil)
@@ -125,29 +130,43 @@ struct ControlHandler: Sendable {
                 name: try JobName("exec"), options: request.options.map { KeyValue($0.key, $0.value) }, argv: request.argv)
             try mayAdd(spec, client: client)
             spec.name = await registry.generateName()
+            if cluster != nil, await registry.sharesJob(spec, origin: .runtime) {
+                // Another node may have handed out the same generated name: take the next one.
+                for attempt in 1... {
+                    do {
+                        _ = try await addShared(spec, client: client)
+                        return .ok(Payload.encode(["name": spec.name.rawValue]))
+                    } catch where error.code == .exists && attempt < 20 {
+                        spec.name = await registry.generateName()
+                    }
+                }
+            }
             try await registry.add(spec, origin: .runtime, connection: connection, owner: client)
             try await registry.durable()
             return .ok(Payload.encode(["name": spec.name.rawValue]))
         case .cancel:
-            if let tag = try tagOption(request) {
-                let names = await registry.names(withTag: tag, changeableBy: client)
-                try await registry.cancel(names, by: client)
-                try await registry.durable()
-                return .ok(Payload.encode(TagResult(jobs: names.map(\.rawValue))))
+            let tag = try tagOption(request)
+            let names = try await tagged(tag, client) { () throws(TimerdError) in try expect(request, names: 1...Int.max) }
+            try await registry.cancel(names, by: client, checkOnly: true)
+            let shared = await registry.sharedRecords(names).map(\.name)
+            if let cluster, !shared.isEmpty {
+                // Removed here now, unless this node's own watch already did.
+                let revision = try await cluster.deleteJobs(shared)
+                for name in shared { await registry.removeSharedJob(name, revision: revision) }
             }
-            try await registry.cancel(try expect(request, names: 1...Int.max), by: client)
+            let local = names.filter { !shared.contains($0) }
+            if !local.isEmpty { try await registry.cancel(local, by: client) }
             try await registry.durable()
-            return .ok(nil)
+            return tag == nil ? .ok(nil) : .ok(Payload.encode(TagResult(jobs: names.map(\.rawValue))))
         case .pause:
-            if let tag = try tagOption(request) {
-                let names = await registry.names(withTag: tag, changeableBy: client)
-                try await registry.pause(names, by: client)
-                try await registry.durable()
-                return .ok(Payload.encode(TagResult(jobs: names.map(\.rawValue))))
-            }
-            try await registry.pause(try expect(request, names: 1...Int.max), by: client)
+            let tag = try tagOption(request)
+            let names = try await tagged(tag, client) { () throws(TimerdError) in try expect(request, names: 1...Int.max) }
+            try await registry.pause(names, by: client, checkOnly: true)
+            let revision = try await writeShared(names, paused: true)
+            try await registry.pause(names, by: client)
+            if let revision { await registry.noteSharedRevision(names, revision: revision) }
             try await registry.durable()
-            return .ok(nil)
+            return tag == nil ? .ok(nil) : .ok(Payload.encode(TagResult(jobs: names.map(\.rawValue))))
         case .resume:
             var words = request.positionals
             var mode = Registry.ResumeMode.onSchedule
@@ -170,16 +189,15 @@ struct ControlHandler: Sendable {
                     throw TimerdError(.badArgument, "after: \(error.message)", key: "after")
                 }
             }
-            if let tag {
-                let names = await registry.names(withTag: tag, changeableBy: client)
-                try await registry.resume(names, mode: mode, by: client)
-                try await registry.durable()
-                return .ok(Payload.encode(TagResult(jobs: names.map(\.rawValue))))
+            let names = try await tagged(tag, client) { () throws(TimerdError) in
+                try expect(Request(verb: .resume, positionals: words, argv: request.argv), names: 1...Int.max)
             }
-            let names = try expect(Request(verb: .resume, positionals: words, argv: request.argv), names: 1...Int.max)
+            try await registry.resume(names, mode: mode, by: client, checkOnly: true)
+            let revision = try await writeShared(names, paused: false)
             try await registry.resume(names, mode: mode, by: client)
+            if let revision { await registry.noteSharedRevision(names, revision: revision) }
             try await registry.durable()
-            return .ok(nil)
+            return tag == nil ? .ok(nil) : .ok(Payload.encode(TagResult(jobs: names.map(\.rawValue))))
         case .run:
             let names = try expect(request, names: 1...1)
             let status = try await registry.runNow(names[0], by: client)
@@ -223,17 +241,55 @@ struct ControlHandler: Sendable {
             guard let name = words.first else { return .ok(Payload.encode(await registry.modeInfo())) }
             let mode = try Mode.validName(name.rawValue, key: "mode", what: "mode")
             try adminOnly(client, "switching the daemon's mode (MODE NAME)")
+            try await cluster?.setMode(mode)
             return .ok(Payload.encode(await registry.switchMode(to: mode)))
         case .show:
             let names = try expect(request, names: 1...1)
             var info = try await registry.show(names[0], viewer: client)
             info.recent_runs = try history(names[0], limit: 3, withOutput: !info.redacted)
             return .ok(Payload.encode(info))
+        case .cluster:
+            try expect(request, names: 0...0)
+            guard let cluster else {
+                throw TimerdError(.badArgument, "timerd is not in cluster mode: its config has no [cluster] section (docs/cluster.md)")
+            }
+            return .ok(Payload.encode(await cluster.info(sharedJobs: await registry.sharedJobCount())))
         case .reload:
             try expect(request, names: 0...0)
             try adminOnly(client, "RELOAD")
             return .ok(Payload.encode(try await reload()))
         }
+    }
+
+    /// The jobs tagged `tag` that `client` may change; without a tag, the named ones.
+    private func tagged(
+        _ tag: String?, _ client: Client, orNamed named: () throws(TimerdError) -> [JobName]
+    ) async throws(TimerdError) -> [JobName] {
+        guard let tag else { return try named() }
+        return await registry.names(withTag: tag, changeableBy: client)
+    }
+
+    /// Cluster mode: writes a shared job to etcd, then builds it here as every node does from etcd's
+    /// record. False (nothing done) when the job is not shared.
+    private func addShared(_ spec: JobSpec, client: Client) async throws(TimerdError) -> Bool {
+        guard let cluster, await registry.sharesJob(spec, origin: .runtime) else { return false }
+        try await registry.checkAdd(spec, origin: .runtime, owner: client)
+        let record = SharedJobRecord(
+            options: spec.options.map { [$0.key, $0.value] }, paused: false,
+            added_at: SystemClock.wallNow().nanosecondsSinceEpoch, owner_uid: client.uid, node: cluster.node)
+        let revision = try await cluster.createJob(spec.name, record)
+        await registry.applySharedJob(spec.name, record, revision: revision)
+        try await registry.durable()
+        return true
+    }
+
+    /// Cluster mode: sets `paused` in etcd for the shared jobs among `names` (one transaction); returns
+    /// etcd's revision, or nil when none is shared.
+    private func writeShared(_ names: [JobName], paused: Bool) async throws(TimerdError) -> Int64? {
+        guard let cluster else { return nil }
+        let records = await registry.sharedRecords(names, paused: paused)
+        guard !records.isEmpty else { return nil }
+        return try await cluster.updateJobs(records)
     }
 
     /// Throws `permission-denied` unless `client` is root or timerd's own user.

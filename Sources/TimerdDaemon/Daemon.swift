@@ -42,6 +42,8 @@ public final class Daemon: Sendable {
     private let settings: Locked<DaemonSettings>
     private let access: AccessControl
     private let server: Locked<ControlServer?> = Locked(nil)
+    /// Cluster mode's etcd session (`docs/cluster.md`); nil on a single host.
+    private let cluster: Locked<ClusterNode?> = Locked(nil)
     private let stopping = Atomic<Bool>(false)
 
     /// `timerd`'s entry point: parses `arguments` (without the program name), then runs until stopped.
@@ -222,6 +224,17 @@ public final class Daemon: Sendable {
 
     private func start(socket: String, configuration: Configuration) async {
         await registry.watchWallClock()
+        var clusterNode: ClusterNode?
+        if let settings = configuration.settings.cluster {
+            let node = settings.node.isEmpty ? ((try? CurrentProcess.hostname()) ?? "localhost") : settings.node
+            do {
+                clusterNode = try ClusterNode(settings: settings, node: node, registry: registry, log: log)
+            } catch {
+                fail("cannot use etcd: \(error)")
+            }
+            await registry.setCluster(clusterNode!)
+            cluster.withLock { $0 = clusterNode }
+        }
 
         do {
             _ = try await registry.applyConfig(declared(configuration), maxRunning: configuration.settings.maxRunning)
@@ -238,9 +251,12 @@ public final class Daemon: Sendable {
             }
         }
 
-        let handler = ControlHandler(registry: registry, access: access, accounts: SystemAccounts(), reload: { [self] () async throws(TimerdError) -> ReloadSummary in
+        var handler = ControlHandler(registry: registry, access: access, accounts: SystemAccounts(), reload: { [self] () async throws(TimerdError) -> ReloadSummary in
             try await self.reload(trigger: "RELOAD")
         })
+        handler.cluster = clusterNode
+        // After the stored jobs: etcd's shared jobs replace the cached ones once connected.
+        clusterNode?.start()
         let server: ControlServer
         do {
             let registry = self.registry
@@ -346,6 +362,9 @@ public final class Daemon: Sendable {
             }
             return current
         }
+        if old.cluster != configuration.settings.cluster {
+            log.warning("the [cluster] section changed; it takes effect when timerd restarts")
+        }
         if old.socket != configuration.settings.socket {
             log.warning("the [daemon] socket setting changed; it takes effect when timerd restarts")
         }
@@ -384,6 +403,8 @@ public final class Daemon: Sendable {
         }
         let server = self.server.withLock { $0 }
         await server?.stopAccepting()
+        // Leave the cluster first: the lease is revoked, so another node leads at once.
+        cluster.withLock { $0 }?.stop()
         await registry.shutdown(grace: grace)
         await server?.closeAll()
         log.notice("stopped")

@@ -109,6 +109,12 @@ struct Job {
     /// `misfire=all`: missed fires still to run, oldest first, each after the previous run ends.
     var replays: [WallTime] = []
 
+    // Cluster mode (docs/cluster.md).
+    /// Shared by the cluster: runs only on the leader, and only fires it wins in etcd.
+    var shared = false
+    /// etcd's revision of the record this job was last built from (later watch events only apply).
+    var sharedRevision: Int64 = 0
+
     // Runs.
     var runs = 0
     var nextRunID = 1

@@ -61,6 +61,8 @@ extension Registry {
     func arm(_ name: JobName) {
         noteStatusChange()
         guard var job = jobs[name], job.state == .scheduled else { return }
+        // Only the cluster's leader runs shared jobs; other nodes keep them unarmed (Registry+Cluster).
+        if job.shared, clusterRole != .leader { return }
         if job.timer == nil {
             let timer = DispatchSource.makeTimerSource(flags: job.spec.leeway == .zero ? .strict : [], queue: queue)
             let jobID = job.id
@@ -189,11 +191,17 @@ extension Registry {
     /// Handles one fire of a job by its overlap policy and the daemon's run cap. Returns what happened:
     /// `started`, `queued`, `waiting` (for a run slot) or `skipped`.
     @discardableResult
-    func fire(_ name: JobName, scheduledMono: UInt64, scheduledWall: WallTime? = nil, kind: FireKind) -> String {
+    func fire(
+        _ name: JobName, scheduledMono: UInt64, scheduledWall: WallTime? = nil, kind: FireKind, claimed: Bool = false
+    ) -> String {
         guard var job = jobs[name] else { return "skipped" }
         let pending = PendingFire(kind: kind, scheduledMono: scheduledMono, scheduledWall: scheduledWall ?? wallTime(ofMono: scheduledMono))
         if kind == .scheduled, !Mode.includes(job.spec.modes, currentMode) {
             return hold(name, pending)
+        }
+        // A shared job's scheduled fire runs only once this node has won it in etcd (Registry+Cluster).
+        if kind == .scheduled, job.shared, !claimed {
+            return claimThenFire(name, pending)
         }
         if kind == .scheduled, !takeRunToken(job) {
             noteSkip(name, count: 1, reason: "uid \(job.ownerUID)'s jobs started \(access.settings.userMaxRunsPerMinute) runs in the last minute (user_max_runs_per_minute)")
@@ -295,7 +303,10 @@ extension Registry {
                 let finished = job.active.first { $0.id == runID }
                 job.active.removeAll { $0.id == runID }
                 let previous = job.lastOutcome?.outcome.result
-                if let finished { persistRun(name, run: finished, outcome: outcome) }
+                if let finished {
+                    persistRun(name, run: finished, outcome: outcome)
+                    if job.shared { publishRun(name, run: finished, outcome: outcome) }
+                }
                 job.lastOutcome = (runID, outcome)
                 job.runsByResult[outcome.result, default: 0] += 1
                 if outcome.result == .ok { job.lastSuccess = outcome.finishedWall }
@@ -380,6 +391,7 @@ extension Registry {
         values["TIMERD_JOB"] = spec.name.rawValue
         values["TIMERD_RUN"] = String(runID)
         values["TIMERD_SCHEDULED_AT"] = RFC3339.format(scheduled)
+        if let cluster { values["TIMERD_NODE"] = cluster.node }
         for pair in spec.meta { values["TIMERD_META_" + pair.key.uppercased()] = pair.value }
         return values
     }

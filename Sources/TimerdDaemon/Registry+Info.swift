@@ -98,6 +98,8 @@ extension Registry {
         info.tags = job.spec.tags
         info.modes = job.spec.modes
         info.held_since = job.heldSince.map(RFC3339.format)
+        info.cluster = job.shared
+        info.node = runningNode(job)
         if let skip = job.lastSkip {
             info.last_skip = JobInfo.SkippedFire(at: RFC3339.format(skip.at), reason: skip.reason)
         }

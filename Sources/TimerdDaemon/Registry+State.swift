@@ -15,7 +15,8 @@ extension Registry {
     func storedJob(_ job: Job) -> StoredJob {
         StoredJob(
             name: job.spec.name.rawValue, options: job.spec.options, paused: job.state == .paused, runs: job.runs,
-            addedAt: job.addedWall, lastScheduled: job.lastScheduledWall, anchor: job.anchorWall, ownerUID: job.ownerUID)
+            addedAt: job.addedWall, lastScheduled: job.lastScheduledWall, anchor: job.anchorWall, ownerUID: job.ownerUID,
+            shared: job.shared)
     }
 
     /// Hands changes to the store (no-op without one). Failures are logged; `durable()` reports them to
@@ -53,7 +54,8 @@ extension Registry {
             job: name.rawValue, run: run.id, scheduledAt: run.kind == .manual ? nil : run.scheduledWall,
             startedAt: run.startedWall, endedAt: outcome.finishedWall, result: outcome.result.rawValue,
             exitCode: outcome.exitCode, httpStatus: outcome.httpStatus,
-            latenessMs: run.kind == .manual ? nil : Double(run.latenessNs) / 1_000_000, output: outcome.output),
+            latenessMs: run.kind == .manual ? nil : Double(run.latenessNs) / 1_000_000, output: outcome.output,
+            node: cluster?.node),
             keep: job.spec.historyLimit)])
     }
 
@@ -97,24 +99,22 @@ extension Registry {
                 log.error(job: item.name, "not restored: a config job now has its name (the stored job is kept; cancel it after renaming the config job)")
                 continue
             }
-            let spec: JobSpec
             var job: Job
             do {
-                spec = try JobSpec(name: name, options: item.options)
-                job = Job(id: nextJobID, spec: spec, origin: .runtime, ownerUID: item.ownerUID ?? Client.daemonUID)
-                job.civil = try Self.civilSchedule(for: spec)
+                job = try runtimeJob(name, options: item.options, ownerUID: item.ownerUID ?? Client.daemonUID)
             } catch {
                 log.error(job: item.name, "not restored: \(error.message)")
                 continue
             }
-            nextJobID += 1
-            namesEverUsed.insert(item.name)
+            // A cached cluster job: the leader runs it, and etcd's copy replaces this one once connected.
+            job.shared = item.shared && cluster != nil && job.spec.owner == nil
+            if item.shared, !job.shared { log.notice(job: item.name, "was a cluster job; without [cluster] it is now this node's own") }
             job.runs = item.runs
             job.nextRunID = item.runs + 1
             job.addedWall = item.addedAt
             job.anchorWall = item.anchor
             job.lastScheduledWall = item.lastScheduled
-            catchUp(&job, wallNow: wallNow, monoNow: monoNow, configJob: false, paused: item.paused)
+            catchUp(&job, wallNow: wallNow, monoNow: monoNow, configJob: false, paused: item.paused, runMissed: !job.shared)
             if item.paused, job.state == .scheduled { job.state = .paused }
             restoreLastRun(&job)
             jobs[name] = job
@@ -124,6 +124,16 @@ extension Registry {
             runMissed(name)
         }
         if !stored.isEmpty { log.notice("restored \(restored) of \(stored.count) job(s) added at run time") }
+    }
+
+    /// A runtime job rebuilt from stored options (the state store's, or etcd's), with a fresh id.
+    func runtimeJob(_ name: JobName, options: [KeyValue], ownerUID: UInt32) throws(TimerdError) -> Job {
+        let spec = try JobSpec(name: name, options: options)
+        var job = Job(id: nextJobID, spec: spec, origin: .runtime, ownerUID: ownerUID)
+        job.civil = try Self.civilSchedule(for: spec)
+        nextJobID += 1
+        namesEverUsed.insert(name.rawValue)
+        return job
     }
 
     /// `show`'s last run after a restart: the newest run in the history.
@@ -141,7 +151,12 @@ extension Registry {
 
     /// Sets a job's next fire after a restart and queues the fires it missed in `replays` according to
     /// its `misfire` policy (`runMissed` starts them). Interval jobs keep their phase.
-    private func catchUp(_ job: inout Job, wallNow: WallTime, monoNow: UInt64, configJob: Bool, paused: Bool = false) {
+    /// `missedWhile` says when the fires were missed (for the log); with `runMissed` false (a cluster node
+    /// that does not lead) the job is only positioned, and what it missed is the leader's business.
+    func catchUp(
+        _ job: inout Job, wallNow: WallTime, monoNow: UInt64, configJob: Bool, paused: Bool = false,
+        missedWhile: String = "while timerd was not running", runMissed: Bool = true
+    ) {
         var missed: [WallTime] = []
         var missedTotal = 0
         func add(_ time: WallTime) {
@@ -205,7 +220,7 @@ extension Registry {
             job.civilBase = wallNow
             if !scheduleNextCivilFire(&job), missed.isEmpty { job.state = .finished }
         }
-        guard !missed.isEmpty else { return }
+        guard !missed.isEmpty, runMissed else { return }
         // A fire still within the grace runs as a late fire whatever the policy; older ones follow it.
         let grace = job.spec.misfireGrace
         let recent = missed.filter { wallNow - $0 <= grace }
@@ -223,13 +238,13 @@ extension Registry {
         if let last = missed.last { job.lastScheduledWall = max(job.lastScheduledWall ?? last, last) }
         let name = job.spec.name
         let policy = job.spec.misfire
-        let message = "missed \(missedTotal) fire(s) while timerd was not running (\(lost) beyond misfire_grace=\(DurationText.format(grace))); misfire=\(policy): "
+        let message = "missed \(missedTotal) fire(s) \(missedWhile) (\(lost) beyond misfire_grace=\(DurationText.format(grace))); misfire=\(policy): "
             + (run.isEmpty ? (paused ? "none run (paused)" : "none run") : "running \(run.count) now")
             + (skipped > 0 ? ", \(skipped) skipped" : "")
         log.notice(job: name.rawValue, message)
         if skipped > 0 {
             job.skipped += skipped
-            job.lastSkip = (wallNow, "missed while timerd was not running (misfire=\(policy))")
+            job.lastSkip = (wallNow, "missed \(missedWhile) (misfire=\(policy))")
             skippedTotal += skipped
         }
     }

@@ -15,10 +15,22 @@ extension Registry {
             }
             if let at, next == nil || at < next!.at { next = (name, at) }
         }
-        let base = "\(jobs.count) job\(jobs.count == 1 ? "" : "s"), \(runningTotal) running"
+        let base = clusterStatus() + "\(jobs.count) job\(jobs.count == 1 ? "" : "s"), \(runningTotal) running"
         guard let next else { return base + ", nothing scheduled" }
         let seconds = next.at.nanosecondsSinceEpoch / 1_000_000_000
         return base + ", next: \(next.name) at \(SystemClock.localTimeOfDay(seconds))"
+    }
+
+    /// `cluster leader; `, `cluster follower (leader b); `, `cluster: etcd unavailable; ` (nothing on a
+    /// single host).
+    func clusterStatus() -> String {
+        guard cluster != nil else { return "" }
+        switch clusterRole {
+        case .leader: return "cluster leader; "
+        case .follower: return "cluster follower (leader \(clusterLeader ?? "none yet")); "
+        case .connecting: return "cluster: connecting to etcd; "
+        case .unavailable: return "cluster: etcd unavailable, shared jobs stopped; "
+        }
     }
 
     /// Sends the status line to `observer` now and whenever jobs change (coalesced to one update per

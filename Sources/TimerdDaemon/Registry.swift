@@ -43,6 +43,13 @@ actor Registry {
     /// The daemon's mode (like a run loop's): jobs not in it hold their fires. Survives reloads.
     var currentMode = Mode.defaultName
 
+    // Cluster mode (see Registry+Cluster.swift and docs/cluster.md).
+    /// The etcd session that claims shared fires; nil on a single host.
+    var cluster: (any ClusterGate)?
+    var clusterRole = ClusterRole.connecting
+    /// The node that leads (runs the shared jobs), as last seen.
+    var clusterLeader: String?
+
     // Measurements for STATS (see Registry+Stats.swift).
     /// Scheduled time to timer handler, per scheduled fire (ns).
     var lateness = SlidingWindow(span: Registry.statsWindow, capacity: 100_000)
@@ -98,27 +105,10 @@ actor Registry {
     /// Adds a job and arms its timer. Throws `exists` if the name is taken, `bad-argument` if an `at` time
     /// has already passed.
     func add(_ spec: JobSpec, origin: JobOrigin, connection: Int? = nil, owner: Client = .daemon) throws(TimerdError) {
-        guard !shuttingDown else { throw TimerdError(.shuttingDown, "timerd is shutting down") }
-        if let existing = jobs[spec.name] {
-            let whence = existing.origin == .runtime ? "added at run time" : "declared in the config"
-            throw TimerdError(.exists, "a job named \(spec.name) already exists (\(whence)); cancel it first or pick another name")
-        }
-        let maxJobs = access.settings.userMaxJobs
-        if !owner.isAdmin, jobs.countByOwner[owner.uid, default: 0] >= maxJobs {
-            log.warning("control: \(owner.label): refused to add \(spec.name): user_max_jobs=\(maxJobs) reached")
-            throw TimerdError(.tooManyJobs, "uid \(owner.uid) already has \(maxJobs) jobs (user_max_jobs); cancel some first")
-        }
-        if case .at(let time) = spec.schedule, origin == .runtime, time < SystemClock.wallNow() {
-            throw TimerdError(.badArgument, "at: \(RFC3339.format(time)) is in the past", key: "at")
-        }
-        if case .cron(let expression) = spec.schedule, expression.isReboot, origin == .runtime {
-            throw TimerdError(.badArgument, "@reboot jobs run once when timerd starts: declare them in the config file", key: "cron")
-        }
+        try checkAdd(spec, origin: origin, owner: owner)
         var job = Job(id: nextJobID, spec: spec, origin: origin, ownerUID: owner.uid)
+        job.shared = sharesJob(spec, origin: origin)
         job.civil = try Self.civilSchedule(for: spec)
-        if let civil = job.civil, origin == .runtime, civil.next(after: SystemClock.wallNow()) == nil {
-            throw TimerdError(.badArgument, "\(spec.schedule.summary) has no fire time after now", key: spec.schedule.key)
-        }
         try bindOwner(&job, connection: connection)
         nextJobID += 1
         namesEverUsed.insert(spec.name.rawValue)
@@ -149,6 +139,30 @@ actor Registry {
         arm(spec.name)
     }
 
+    /// Throws what `add` would throw for `spec`, changing nothing (a shared job is checked here before it
+    /// is written to etcd).
+    func checkAdd(_ spec: JobSpec, origin: JobOrigin, owner: Client = .daemon) throws(TimerdError) {
+        guard !shuttingDown else { throw TimerdError(.shuttingDown, "timerd is shutting down") }
+        if let existing = jobs[spec.name] {
+            let whence = existing.origin == .runtime ? "added at run time" : "declared in the config"
+            throw TimerdError(.exists, "a job named \(spec.name) already exists (\(whence)); cancel it first or pick another name")
+        }
+        let maxJobs = access.settings.userMaxJobs
+        if !owner.isAdmin, jobs.countByOwner[owner.uid, default: 0] >= maxJobs {
+            log.warning("control: \(owner.label): refused to add \(spec.name): user_max_jobs=\(maxJobs) reached")
+            throw TimerdError(.tooManyJobs, "uid \(owner.uid) already has \(maxJobs) jobs (user_max_jobs); cancel some first")
+        }
+        if case .at(let time) = spec.schedule, origin == .runtime, time < SystemClock.wallNow() {
+            throw TimerdError(.badArgument, "at: \(RFC3339.format(time)) is in the past", key: "at")
+        }
+        if case .cron(let expression) = spec.schedule, expression.isReboot, origin == .runtime {
+            throw TimerdError(.badArgument, "@reboot jobs run once when timerd starts: declare them in the config file", key: "cron")
+        }
+        if let civil = try Self.civilSchedule(for: spec), origin == .runtime, civil.next(after: SystemClock.wallNow()) == nil {
+            throw TimerdError(.badArgument, "\(spec.schedule.summary) has no fire time after now", key: spec.schedule.key)
+        }
+    }
+
     /// A name for `EXEC` that no job in this daemon's life has had.
     func generateName() -> JobName {
         while true {
@@ -159,7 +173,8 @@ actor Registry {
     }
 
     /// Cancels runtime jobs. All names are checked first: either every one is cancelled or none is.
-    func cancel(_ names: [JobName], by client: Client = .daemon) throws(TimerdError) {
+    /// With `checkOnly`, only throws what cancelling would throw.
+    func cancel(_ names: [JobName], by client: Client = .daemon, checkOnly: Bool = false) throws(TimerdError) {
         for name in names {
             let job = try lookup(name, changedBy: client)
             if case .config(let file, let line) = job.origin {
@@ -168,6 +183,7 @@ actor Registry {
                     "\(name) is declared in \(file):\(line); remove it there and reload (it can be paused)")
             }
         }
+        if checkOnly { return }
         for name in names { remove(name, reason: "cancelled") }
     }
 
@@ -190,10 +206,11 @@ actor Registry {
     }
 
     /// Pauses jobs: their timers stop; fires that fall due while paused are skipped (reported at resume).
-    func pause(_ names: [JobName], by client: Client = .daemon) throws(TimerdError) {
+    func pause(_ names: [JobName], by client: Client = .daemon, checkOnly: Bool = false) throws(TimerdError) {
         for name in names {
             if try lookup(name, changedBy: client).state == .finished { throw finishedError(name) }
         }
+        if checkOnly { return }
         for name in names where jobs[name]?.state == .scheduled {
             jobs[name]!.state = .paused
             disarm(&jobs[name]!)
@@ -215,11 +232,16 @@ actor Registry {
     }
 
     /// Resumes paused jobs (a job that is not paused is left alone, so resuming is idempotent).
-    func resume(_ names: [JobName], mode: ResumeMode, by client: Client = .daemon) throws(TimerdError) {
+    func resume(_ names: [JobName], mode: ResumeMode, by client: Client = .daemon, checkOnly: Bool = false) throws(TimerdError) {
         guard !shuttingDown else { throw TimerdError(.shuttingDown, "timerd is shutting down") }
         for name in names {
-            if try lookup(name, changedBy: client).state == .finished { throw finishedError(name) }
+            let job = try lookup(name, changedBy: client)
+            if job.state == .finished { throw finishedError(name) }
+            if job.shared, case .onSchedule = mode {} else if job.shared {
+                throw TimerdError(.badArgument, "\(name) is a cluster job: RESUME it on its schedule (then RUN it if it must run now)")
+            }
         }
+        if checkOnly { return }
         let now = SystemClock.monoNow()
         for name in names {
             guard var job = jobs[name] else { continue }

@@ -63,6 +63,11 @@ public struct JobInfo: Codable, Equatable, Sendable {
     public var modes: [String]
     /// Since when a fire has been held because the daemon is in a mode the job does not run in.
     public var held_since: String?
+    /// Cluster mode: whether the job is shared by the cluster's nodes (`docs/cluster.md`).
+    public var cluster: Bool = false
+    /// Cluster mode: the node that runs the job (a shared job's: the leader, null while there is none);
+    /// null outside cluster mode.
+    public var node: String?
 
     public struct SkippedFire: Codable, Equatable, Sendable {
         public var at: String
@@ -124,6 +129,8 @@ public struct JobInfo: Codable, Equatable, Sendable {
         try c.encode(tags, forKey: .tags)
         try c.encode(modes, forKey: .modes)
         try c.encode(held_since, forKey: .held_since)
+        try c.encode(cluster, forKey: .cluster)
+        try c.encode(node, forKey: .node)
         try c.encodeIfPresent(recent_runs, forKey: .recent_runs)
     }
 }
@@ -312,9 +319,12 @@ public struct RunRecord: Codable, Equatable, Sendable {
     public var lateness_ms: Double?
     /// The run's output tail; null when the job belongs to another user.
     public var output: String?
+    /// The cluster node that ran it; null outside cluster mode.
+    public var node: String?
 
     public init(run: Int, scheduled_at: String?, started_at: String, ended_at: String, result: String,
-                exit_code: Int?, http_status: Int?, lateness_ms: Double?, output: String?) {
+                exit_code: Int?, http_status: Int?, lateness_ms: Double?, output: String?, node: String? = nil) {
+        self.node = node
         self.run = run
         self.scheduled_at = scheduled_at
         self.started_at = started_at
@@ -327,7 +337,7 @@ public struct RunRecord: Codable, Equatable, Sendable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case run, scheduled_at, started_at, ended_at, result, exit_code, http_status, lateness_ms, output
+        case run, scheduled_at, started_at, ended_at, result, exit_code, http_status, lateness_ms, output, node
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -341,5 +351,6 @@ public struct RunRecord: Codable, Equatable, Sendable {
         try c.encode(http_status, forKey: .http_status)
         try c.encode(lateness_ms, forKey: .lateness_ms)
         try c.encode(output, forKey: .output)
+        try c.encode(node, forKey: .node)
     }
 }

@@ -23,6 +23,7 @@ struct HelpTextTests {
               mode     Show or switch the daemon's mode (jobs not in it hold their fires).
               stats    Show the daemon's counters: jobs, runs, lateness percentiles, requests, memory, uptime.
               watch    Follow what happens to jobs as it happens: fires, runs, skips, changes.
+              cluster  Show the cluster: this node's role, the leader, the members and etcd's health.
               next     Print the next fire times of a cron, calendar or every schedule (computed locally).
               ping     Check that timerd answers.
               version  Print the versions of timerctl and timerd.
@@ -30,7 +31,7 @@ struct HelpTextTests {
 
             Options:
               --socket PATH  Talk to timerd on PATH (default: see Socket below).
-              --json         Print replies as JSON (exec, run, list, show, history, reload, mode, stats, watch, next, version, pause/resume/cancel --tag).
+              --json         Print replies as JSON (exec, run, list, show, history, reload, mode, stats, cluster, watch, next, version, pause/resume/cancel --tag).
               -h, --help     Show help; 'timerctl help VERB' shows a verb's options.
 
             Socket: --socket, else $TIMERD_SOCKET, else /run/timerd/timerd.sock for root; for other users

@@ -1,0 +1,591 @@
+import Dispatch
+import TimerdCluster
+import TimerdConfig
+import TimerdCore
+import TimerdProtocol
+import TimerdSystem
+
+/// This node's session with etcd in cluster mode (`docs/cluster.md`).
+///
+/// - A lease of `lease_ttl`, renewed every third of it, holds `members/NODE` (who is alive) and, on the
+///   leader, `leader`. A node that cannot renew stops leading once its lease may have expired (it checks
+///   its own deadline; it does not wait for etcd to tell it).
+/// - Leadership: the first node to create `leader` (a transaction that requires it to be absent) leads.
+///   When the key goes (the leader's lease expired or was revoked), every node's watch sees it and each
+///   tries again at once.
+/// - Claims: the leader runs a fire only after a transaction that requires `leader` to be still the one it
+///   created and `claims/JOB` to be as it last saw it, and writes the fire's instant there. A node that lost
+///   its leadership (paused, partitioned) cannot win a claim, so no fire runs twice.
+/// - The shared jobs (`jobs/NAME`), the mode and finished runs reach every node through one watch of the
+///   whole prefix.
+///
+/// Blocking etcd calls happen on this class's own queues (session, claims, writes) and its watch queue,
+/// never on the registry's.
+final class ClusterNode: ClusterGate, @unchecked Sendable {
+    let node: String
+    let settings: ClusterSettings
+    let log: Logger
+    private let client: EtcdClient
+    private let registry: Registry
+    private let ttlSeconds: Int64
+
+    private let sessionQueue = DispatchQueue(label: "timerd.cluster.session")
+    private let claimQueue = DispatchQueue(label: "timerd.cluster.claims")
+    private let writeQueue = DispatchQueue(label: "timerd.cluster.writes")
+    private let watchQueue = DispatchQueue(label: "timerd.cluster.watch")
+    private let deadlineQueue = DispatchQueue(label: "timerd.cluster.deadline")
+    private let sessionTimer: any DispatchSourceTimer
+    private let deadlineTimer: any DispatchSourceTimer
+
+    private struct State {
+        var role = ClusterRole.connecting
+        var lease: Int64 = 0
+        /// Monotonic ns after which the lease may have expired (its last renewal's send time + TTL).
+        var leaseDeadline: UInt64 = 0
+        /// The create revision of `leader` while this node holds it (0: it does not).
+        var leaderRevision: Int64 = 0
+        var leader: String?
+        var problem: String?
+        /// The revision the watch continues from.
+        var watchRevision: Int64 = 0
+        var synced = false
+        var watching = false
+        var watchStop: WatchStop?
+        /// The leader's view of `claims/JOB`: its mod revision and instant (ns).
+        var claimRevisions: [String: Int64] = [:]
+        var lastClaimed: [String: Int64] = [:]
+        var stopped = false
+    }
+    private let state = Locked(State())
+
+    private var leaderKey: String { settings.prefix + "leader" }
+    private var modeKey: String { settings.prefix + "mode" }
+    private var memberKey: String { settings.prefix + "members/" + node }
+    private func jobKey(_ name: String) -> String { settings.prefix + "jobs/" + name }
+    private func claimKey(_ name: String) -> String { settings.prefix + "claims/" + name }
+    private func runKey(_ name: String) -> String { settings.prefix + "runs/" + name }
+
+    init(settings: ClusterSettings, node: String, registry: Registry, log: Logger) throws(EtcdError) {
+        self.settings = settings
+        self.node = node
+        self.registry = registry
+        self.log = log
+        ttlSeconds = Int64(settings.leaseTTL.nanoseconds / 1_000_000_000)
+        let tls = settings.caFile == nil && settings.certFile == nil && settings.keyFile == nil
+            ? nil : EtcdTLS(caFile: settings.caFile, certFile: settings.certFile, keyFile: settings.keyFile)
+        // A request must fail well within a renewal period, so a dead endpoint costs one renewal at most.
+        let timeout = min(Duration.seconds(1), settings.leaseTTL / 4)
+        client = try EtcdClient(endpoints: settings.endpoints, tls: tls, requestTimeout: timeout)
+        sessionTimer = DispatchSource.makeTimerSource(queue: sessionQueue)
+        deadlineTimer = DispatchSource.makeTimerSource(queue: deadlineQueue)
+    }
+
+    /// Connects (and keeps reconnecting) in the background; returns at once.
+    func start() {
+        log.notice("cluster: node \(node), etcd \(settings.endpoints.joined(separator: ",")), prefix \(settings.prefix), lease_ttl \(DurationText.format(settings.leaseTTL))")
+        let period = Int(settings.leaseTTL.nanoseconds / 3)
+        sessionTimer.schedule(deadline: .now(), repeating: .nanoseconds(period), leeway: .milliseconds(10))
+        sessionTimer.setEventHandler { [unowned self] in self.sessionTick() }
+        sessionTimer.activate()
+        deadlineTimer.schedule(deadline: .distantFuture)
+        deadlineTimer.setEventHandler { [unowned self] in self.deadlinePassed() }
+        deadlineTimer.activate()
+    }
+
+    /// Leaves the cluster: stops renewing and revokes the lease, so another node leads at once instead
+    /// of after `lease_ttl`. Blocks for at most a request timeout or so.
+    func stop() {
+        let lease = state.withLock { state -> Int64 in
+            state.stopped = true
+            state.watchStop?.stop()
+            return state.lease
+        }
+        sessionQueue.sync {
+            sessionTimer.cancel()
+            deadlineTimer.cancel()
+            guard lease != 0 else { return }
+            stepDown(.unavailable, reason: "timerd is stopping")
+            do {
+                try client.revoke(lease)
+                log.info("cluster: lease revoked; another node can lead now")
+            } catch {
+                log.warning("cluster: could not revoke the lease (\(error)); another node leads after lease_ttl")
+            }
+        }
+    }
+
+    // MARK: - Session (on sessionQueue)
+
+    private func sessionTick() {
+        guard !state.withLock({ $0.stopped }) else { return }
+        let lease = state.withLock { $0.lease }
+        let sent = SystemClock.monoNow()
+        if lease == 0 {
+            do {
+                let granted = try client.grantLease(ttl: ttlSeconds)
+                let record = MemberRecord(since: SystemClock.wallNow().nanosecondsSinceEpoch, pid: Int(CurrentProcess.id), version: ControlHandler.version)
+                _ = try client.put(memberKey, Array(Payload.encode(record).utf8), lease: granted.id)
+                state.withLock {
+                    $0.lease = granted.id
+                    $0.leaseDeadline = sent &+ UInt64(granted.ttl) * 1_000_000_000
+                }
+                if !state.withLock({ $0.synced }) { try resync() }
+                connected("lease \(Self.hex(granted.id)), ttl \(granted.ttl)s")
+            } catch {
+                unreachable(error)
+                return
+            }
+        } else {
+            do {
+                let ttl = try client.keepAlive(lease)
+                state.withLock { $0.leaseDeadline = sent &+ UInt64(max(0, ttl)) * 1_000_000_000 }
+                if !state.withLock({ $0.synced }) { try resync() }
+                connected("lease \(Self.hex(lease)) renewed")
+            } catch .leaseNotFound {
+                log.warning("cluster: lease \(Self.hex(lease)) expired (this node did not renew it in time, or etcd lost it); joining again")
+                stepDown(.follower, reason: "its lease expired")
+                state.withLock { $0.lease = 0 }
+                return sessionTick()
+            } catch {
+                unreachable(error)
+                return
+            }
+        }
+        armDeadline()
+        if state.withLock({ $0.role != .leader }) { campaign() }
+    }
+
+    /// etcd answered: leave `connecting`/`unavailable` if the node was there.
+    private func connected(_ detail: String) {
+        let (previous, problem) = state.withLock { state -> (ClusterRole, String?) in
+            let previous = state.role
+            let problem = state.problem
+            state.problem = nil
+            if state.role == .connecting || state.role == .unavailable { state.role = .follower }
+            return (previous, problem)
+        }
+        if previous == .connecting || previous == .unavailable {
+            log.notice("cluster: connected to etcd (\(detail))" + (problem.map { "; it was unavailable: \($0)" } ?? ""))
+            let leader = state.withLock { $0.leader }
+            registry.enqueue { $0.notLeading(role: .follower, leader: leader, reason: "reconnected") }
+        } else {
+            log.debug("cluster: \(detail)")
+        }
+    }
+
+    /// etcd did not answer (or has no quorum). A follower says so at once; a leader keeps its role until
+    /// its lease may have expired (`deadlinePassed`), and its claims fail meanwhile anyway.
+    private func unreachable(_ error: EtcdError) {
+        let message = Self.describe(error)
+        let (previous, hadProblem) = state.withLock { state -> (ClusterRole, Bool) in
+            let previous = state.role
+            let hadProblem = state.problem != nil
+            state.problem = message
+            if state.role != .leader { state.role = .unavailable }
+            return (previous, hadProblem)
+        }
+        if !hadProblem || previous == .connecting {
+            log.error("cluster: etcd is unavailable: \(message); shared jobs are read-only here and run nowhere that cannot reach it")
+        }
+        if previous != .leader, previous != .unavailable {
+            registry.enqueue { $0.notLeading(role: .unavailable, leader: nil, reason: "etcd is unavailable") }
+        }
+    }
+
+    private func armDeadline() {
+        let deadline = state.withLock { $0.leaseDeadline }
+        deadlineTimer.schedule(deadline: DispatchTime(uptimeNanoseconds: deadline), repeating: .never, leeway: .milliseconds(5))
+    }
+
+    /// On deadlineQueue: the lease may have expired without this node hearing so (no renewal got through).
+    private func deadlinePassed() {
+        let expired = state.withLock { state -> Bool in
+            guard state.lease != 0, SystemClock.monoNow() >= state.leaseDeadline else { return false }
+            return true
+        }
+        guard expired else { return }
+        log.warning("cluster: no lease renewal got through for lease_ttl; this node stops leading")
+        stepDown(.unavailable, reason: "its lease may have expired")
+    }
+
+    /// Tries to become the leader (on sessionQueue).
+    private func campaign() {
+        let lease = state.withLock { $0.lease }
+        guard lease != 0 else { return }
+        do {
+            let result = try client.txn(
+                compare: [.createRevision(leaderKey, equals: 0)],
+                success: [.put(leaderKey, value: Array(node.utf8), lease: lease)],
+                failure: [.get(leaderKey)])
+            if result.succeeded {
+                try lead(revision: result.revision)
+            } else if let current = result.ranges.first?.first {
+                if current.lease == lease {
+                    try lead(revision: current.createRevision)  // an earlier attempt of ours won
+                } else {
+                    noteLeader(current.valueString)
+                }
+            }
+        } catch {
+            log.debug("cluster: campaign failed: \(error)")
+        }
+    }
+
+    /// This node created `leader` at `revision`: read the claims and take the shared jobs over.
+    private func lead(revision: Int64) throws(EtcdError) {
+        let (kvs, _) = try client.get(settings.prefix + "claims/", prefix: true)
+        var claims: [String: WallTime] = [:]
+        var revisions: [String: Int64] = [:]
+        var last: [String: Int64] = [:]
+        let base = settings.prefix + "claims/"
+        for kv in kvs {
+            let name = String(kv.key.dropFirst(base.count))
+            revisions[name] = kv.modRevision
+            if let record = try? Payload.decode(ClaimRecord.self, from: kv.valueString) {
+                claims[name] = WallTime(nanosecondsSinceEpoch: record.at)
+                last[name] = record.at
+            }
+        }
+        state.withLock {
+            $0.leaderRevision = revision
+            $0.role = .leader
+            $0.leader = node
+            $0.claimRevisions = revisions
+            $0.lastClaimed = last
+        }
+        log.notice("cluster: this node leads (leader key at revision \(revision)); \(claims.count) job(s) have claimed fires")
+        let claimed = claims
+        registry.enqueue { $0.becomeLeader(claims: claimed) }
+    }
+
+    private func stepDown(_ role: ClusterRole, reason: String) {
+        let (wasLeader, leader) = state.withLock { state -> (Bool, String?) in
+            let wasLeader = state.role == .leader
+            state.role = role
+            state.leaderRevision = 0
+            if wasLeader { state.leader = nil }
+            return (wasLeader, state.leader)
+        }
+        if wasLeader || role == .unavailable {
+            registry.enqueue { $0.notLeading(role: role, leader: leader, reason: reason) }
+        }
+    }
+
+    private func noteLeader(_ leader: String?) {
+        let changed = state.withLock { state -> Bool in
+            guard state.leader != leader else { return false }
+            state.leader = leader
+            return true
+        }
+        guard changed else { return }
+        if let leader { log.info("cluster: node \(leader) leads") }
+        registry.enqueue { $0.setLeader(leader) }
+    }
+
+    // MARK: - The shared state (initial read and watch)
+
+    /// Reads everything under the prefix and hands the shared jobs and mode to the registry; the watch
+    /// continues from there.
+    private func resync() throws(EtcdError) {
+        let (kvs, revision) = try client.get(settings.prefix, prefix: true)
+        var records: [(name: JobName, record: SharedJobRecord, revision: Int64)] = []
+        var mode: String?
+        var leader: String?
+        for kv in kvs {
+            switch parse(kv.key) {
+            case .job(let name):
+                if let record = try? Payload.decode(SharedJobRecord.self, from: kv.valueString) {
+                    records.append((name, record, kv.modRevision))
+                } else {
+                    log.error("cluster: \(kv.key) does not hold a job record; ignored")
+                }
+            case .mode: mode = kv.valueString
+            case .leader: leader = kv.valueString
+            default: break
+            }
+        }
+        state.withLock {
+            $0.watchRevision = revision + 1
+            $0.synced = true
+        }
+        log.info("cluster: \(records.count) shared job(s) in etcd at revision \(revision)")
+        let (jobs, clusterMode) = (records, mode)
+        registry.enqueue { $0.syncSharedJobs(jobs, mode: clusterMode) }
+        noteLeader(leader)
+        startWatching()
+    }
+
+    private func startWatching() {
+        let start = state.withLock { state -> Bool in
+            guard !state.watching, !state.stopped else { return false }
+            state.watching = true
+            return true
+        }
+        guard start else { return }
+        watchQueue.async { [self] in watchLoop() }
+    }
+
+    /// On watchQueue, for the daemon's life: one watch of the prefix, restarted where it broke off.
+    private func watchLoop() {
+        while true {
+            let stop = WatchStop()
+            let from = state.withLock { state -> Int64? in
+                guard !state.stopped else { return nil }
+                state.watchStop = stop
+                return state.watchRevision
+            }
+            guard let from else { return }
+            let end = client.watch(settings.prefix, prefix: true, from: from, stop: stop, onCreated: { _ in }) { [self] events, revision in
+                handle(events)
+                state.withLock { $0.watchRevision = max($0.watchRevision, revision + 1) }
+            }
+            switch end {
+            case .stopped:
+                return
+            case .broken(let why):
+                log.debug("cluster: watch broke off (\(why)); watching again from revision \(from)")
+                // A pause between attempts, so a dead etcd is not hammered (this thread only waits here).
+                _ = DispatchSemaphore(value: 0).wait(timeout: .now() + .milliseconds(200))
+            case .compacted(let revision):
+                log.warning("cluster: etcd compacted the history past revision \(from) (now \(revision)); reading everything again")
+                state.withLock {
+                    $0.synced = false
+                    $0.watching = false
+                }
+                sessionQueue.async { [self] in try? resync() }
+                return
+            }
+        }
+    }
+
+    private enum Key {
+        case job(JobName), claim(String), run(JobName), member(String), leader, mode, other
+    }
+
+    private func parse(_ key: String) -> Key {
+        guard key.hasPrefix(settings.prefix) else { return .other }
+        let rest = String(key.dropFirst(settings.prefix.count))
+        if rest == "leader" { return .leader }
+        if rest == "mode" { return .mode }
+        for (folder, make) in [("jobs/", { (name: String) -> Key in (try? JobName(name)).map(Key.job) ?? .other }),
+                               ("runs/", { (name: String) -> Key in (try? JobName(name)).map(Key.run) ?? .other }),
+                               ("claims/", { Key.claim($0) }), ("members/", { Key.member($0) })]
+            where rest.hasPrefix(folder) {
+            return make(String(rest.dropFirst(folder.count)))
+        }
+        return .other
+    }
+
+    private func handle(_ events: [EtcdEvent]) {
+        for event in events {
+            let kv = event.kv
+            switch (parse(kv.key), event.kind) {
+            case (.job(let name), .put):
+                guard let record = try? Payload.decode(SharedJobRecord.self, from: kv.valueString) else {
+                    log.error("cluster: \(kv.key) does not hold a job record; ignored")
+                    continue
+                }
+                let revision = kv.modRevision
+                registry.enqueue { $0.applySharedJob(name, record, revision: revision) }
+            case (.job(let name), .delete):
+                let revision = kv.modRevision
+                registry.enqueue { $0.removeSharedJob(name, revision: revision) }
+            case (.mode, .put):
+                let mode = kv.valueString
+                registry.enqueue { $0.applyClusterMode(mode) }
+            case (.run(let name), .put):
+                if let record = try? Payload.decode(SharedRunRecord.self, from: kv.valueString) {
+                    registry.enqueue { $0.noteRemoteRun(name, record) }
+                }
+            case (.leader, .put):
+                let mine = state.withLock { $0.leaderRevision != 0 && $0.leaderRevision == kv.createRevision }
+                if !mine {
+                    if state.withLock({ $0.role == .leader }) { stepDown(.follower, reason: "node \(kv.valueString) holds the leader key") }
+                    noteLeader(kv.valueString)
+                }
+            case (.leader, .delete):
+                let wasMine = state.withLock { $0.leaderRevision != 0 }
+                if wasMine { stepDown(.follower, reason: "the leader key was deleted (lease expired or revoked)") }
+                noteLeader(nil)
+                // Every node tries at once; the first transaction wins.
+                sessionQueue.async { [self] in if state.withLock({ $0.role != .leader && !$0.stopped }) { campaign() } }
+            default:
+                break
+            }
+        }
+    }
+
+    // MARK: - Claims (ClusterGate)
+
+    func claim(_ job: JobName, at instant: WallTime, done: @escaping @Sendable (ClaimOutcome) -> Void) {
+        claimQueue.async { [self] in done(decideClaim(job.rawValue, at: instant.nanosecondsSinceEpoch)) }
+    }
+
+    private func decideClaim(_ name: String, at: Int64) -> ClaimOutcome {
+        let snapshot = state.withLock { $0 }
+        guard snapshot.role == .leader, snapshot.leaderRevision != 0 else { return .lost("this node does not lead the cluster") }
+        guard SystemClock.monoNow() < snapshot.leaseDeadline else {
+            return .lost("this node's lease may have expired (no renewal got through for lease_ttl)")
+        }
+        let when = RFC3339.format(WallTime(nanosecondsSinceEpoch: at))
+        if let last = snapshot.lastClaimed[name], at <= last { return .lost("its fire at \(when) was already claimed") }
+        let key = claimKey(name)
+        let value = Array(Payload.encode(ClaimRecord(at: at, node: node)).utf8)
+        for _ in 0..<3 {
+            let known = state.withLock { $0.claimRevisions[name] ?? 0 }
+            let result: EtcdTxnResult
+            do {
+                result = try client.txn(
+                    compare: [.createRevision(leaderKey, equals: snapshot.leaderRevision), .modRevision(key, equals: known)],
+                    success: [.put(key, value: value)],
+                    failure: [.get(leaderKey), .get(key)])
+            } catch {
+                return .lost("cannot claim it in etcd: \(Self.describe(error))")
+            }
+            if result.succeeded {
+                state.withLock {
+                    $0.claimRevisions[name] = result.revision
+                    $0.lastClaimed[name] = at
+                }
+                return .won
+            }
+            let leader = result.ranges.first?.first
+            if leader?.createRevision != snapshot.leaderRevision {
+                stepDown(.follower, reason: "node \(leader?.valueString ?? "(none)") holds the leader key now")
+                return .lost("this node no longer leads the cluster")
+            }
+            let current = result.ranges.count > 1 ? result.ranges[1].first : nil
+            let record = current.flatMap { try? Payload.decode(ClaimRecord.self, from: $0.valueString) }
+            state.withLock {
+                $0.claimRevisions[name] = current?.modRevision ?? 0
+                if let record { $0.lastClaimed[name] = max($0.lastClaimed[name] ?? record.at, record.at) }
+            }
+            if let record, record.at >= at { return .lost("node \(record.node) already claimed its fire at \(when)") }
+        }
+        return .lost("its claim kept changing in etcd")
+    }
+
+    func publishRun(_ job: JobName, _ record: SharedRunRecord) {
+        let key = runKey(job.rawValue)
+        let value = Array(Payload.encode(record).utf8)
+        claimQueue.async { [self] in
+            do throws(EtcdError) {
+                _ = try client.put(key, value)
+            } catch {
+                log.warning(job: job.rawValue, "cluster: cannot publish run \(record.run) to the other nodes: \(Self.describe(error))")
+            }
+        }
+    }
+
+    // MARK: - Shared writes (from control requests)
+
+    /// Runs `body` on the write queue; etcd's unavailability becomes `cluster-unavailable`.
+    private func write<T: Sendable>(_ body: @escaping @Sendable (EtcdClient) throws(EtcdError) -> T) async throws(TimerdError) -> T {
+        let client = self.client
+        let result: Result<T, EtcdError> = await withCheckedContinuation { continuation in
+            writeQueue.async {
+                do throws(EtcdError) {
+                    continuation.resume(returning: .success(try body(client)))
+                } catch {
+                    continuation.resume(returning: .failure(error))
+                }
+            }
+        }
+        switch result {
+        case .success(let value): return value
+        case .failure(.unavailable(let why)):
+            throw TimerdError(.clusterUnavailable, "etcd is unavailable (\(why)); shared jobs cannot be changed now, nothing was changed")
+        case .failure(let error):
+            throw TimerdError(.internal, "etcd: \(Self.describe(error))")
+        }
+    }
+
+    /// Creates a shared job; `exists` if the cluster has one of that name. Returns etcd's revision.
+    func createJob(_ name: JobName, _ record: SharedJobRecord) async throws(TimerdError) -> Int64 {
+        let key = jobKey(name.rawValue)
+        let value = Array(Payload.encode(record).utf8)
+        let claims = claimKey(name.rawValue)
+        let runs = runKey(name.rawValue)
+        let result = try await write { client throws(EtcdError) in
+            try client.txn(
+                compare: [.createRevision(key, equals: 0)],
+                success: [.put(key, value: value), .delete(claims), .delete(runs)],
+                failure: [.get(key)])
+        }
+        guard result.succeeded else {
+            let owner = result.ranges.first?.first.flatMap { try? Payload.decode(SharedJobRecord.self, from: $0.valueString) }
+            throw TimerdError(.exists, "a job named \(name) already exists in the cluster\(owner.map { " (added on node \($0.node))" } ?? ""); cancel it first or pick another name")
+        }
+        return result.revision
+    }
+
+    /// Replaces shared jobs' records, each only if it is still at the revision this node knows.
+    func updateJobs(_ items: [(name: JobName, record: SharedJobRecord, revision: Int64)]) async throws(TimerdError) -> Int64 {
+        let compare = items.map { EtcdCompare.modRevision(jobKey($0.name.rawValue), equals: $0.revision) }
+        let puts = items.map { EtcdOperation.put(jobKey($0.name.rawValue), value: Array(Payload.encode($0.record).utf8)) }
+        let result = try await write { client throws(EtcdError) in try client.txn(compare: compare, success: puts) }
+        guard result.succeeded else {
+            throw TimerdError(.busy, "\(items.map(\.name.rawValue).joined(separator: ", ")) changed on another node meanwhile; try again")
+        }
+        return result.revision
+    }
+
+    /// Deletes shared jobs with their claims and last runs.
+    func deleteJobs(_ names: [JobName]) async throws(TimerdError) -> Int64 {
+        let deletes = names.flatMap { name in
+            [jobKey(name.rawValue), claimKey(name.rawValue), runKey(name.rawValue)].map { EtcdOperation.delete($0) }
+        }
+        return try await write { client throws(EtcdError) in try client.txn(compare: [], success: deletes).revision }
+    }
+
+    /// Sets the cluster's mode.
+    func setMode(_ mode: String) async throws(TimerdError) {
+        let key = modeKey
+        _ = try await write { client throws(EtcdError) in try client.put(key, Array(mode.utf8)) }
+    }
+
+    /// `CLUSTER`: the members, the leader, this node's lease, and each etcd endpoint's health.
+    func info(sharedJobs: Int) async -> ClusterInfo {
+        let client = self.client
+        let snapshot = state.withLock { $0 }
+        let prefix = settings.prefix
+        let (members, endpoints) = await withCheckedContinuation { (continuation: CheckedContinuation<([ClusterInfo.Member], [ClusterInfo.Endpoint]), Never>) in
+            writeQueue.async {
+                var members: [ClusterInfo.Member] = []
+                if let (kvs, _) = try? client.get(prefix + "members/", prefix: true) {
+                    for kv in kvs {
+                        let record = try? Payload.decode(MemberRecord.self, from: kv.valueString)
+                        members.append(ClusterInfo.Member(
+                            name: String(kv.key.dropFirst((prefix + "members/").count)),
+                            since: record.map { RFC3339.format(WallTime(nanosecondsSinceEpoch: $0.since)) }, pid: record?.pid))
+                    }
+                }
+                let names = Dictionary((try? client.members())?.map { ($0.id, $0.name) } ?? [], uniquingKeysWith: { first, _ in first })
+                let endpoints = client.status().map { status in
+                    ClusterInfo.Endpoint(
+                        url: status.endpoint, healthy: status.healthy, member: status.healthy ? names[status.memberID] : nil,
+                        version: status.healthy ? status.version : nil,
+                        is_leader: status.healthy && status.leaderID != 0 && status.leaderID == status.memberID, error: status.error)
+                }
+                continuation.resume(returning: (members.sorted { $0.name < $1.name }, endpoints))
+            }
+        }
+        let remaining: Double? = snapshot.lease == 0 ? nil
+            : max(0, Double(Int64(bitPattern: snapshot.leaseDeadline &- SystemClock.monoNow())) / 1e9)
+        return ClusterInfo(
+            node: node, role: snapshot.role.rawValue, leader: snapshot.leader, problem: snapshot.problem,
+            lease: snapshot.lease == 0 ? nil : Self.hex(snapshot.lease), lease_ttl: Int(ttlSeconds),
+            lease_remaining: remaining, members: members, shared_jobs: sharedJobs, prefix: prefix, etcd: endpoints)
+    }
+
+    // MARK: - Helpers
+
+    static func hex(_ lease: Int64) -> String { String(UInt64(bitPattern: lease), radix: 16) }
+
+    static func describe(_ error: EtcdError) -> String {
+        switch error {
+        case .unavailable(let why): return why
+        default: return error.description
+        }
+    }
+}

@@ -1,0 +1,160 @@
+import Synchronization
+import Testing
+import TimerdCore
+import TimerdProtocol
+import TimerdSystem
+@testable import TimerdDaemon
+
+/// A cluster gate whose claims the test decides: it records each claim and answers with `decide`.
+final class FakeGate: ClusterGate {
+    let node = "n1"
+    let claims = Mutex<[(job: String, at: WallTime)]>([])
+    let published = Mutex<[SharedRunRecord]>([])
+    let decide: @Sendable (String, WallTime) -> ClaimOutcome
+
+    init(decide: @escaping @Sendable (String, WallTime) -> ClaimOutcome = { _, _ in .won }) { self.decide = decide }
+
+    func claim(_ job: JobName, at instant: WallTime, done: @escaping @Sendable (ClaimOutcome) -> Void) {
+        claims.withLock { $0.append((job.rawValue, instant)) }
+        done(decide(job.rawValue, instant))
+    }
+
+    func publishRun(_ job: JobName, _ record: SharedRunRecord) { published.withLock { $0.append(record) } }
+
+    var claimCount: Int { claims.withLock { $0.count } }
+}
+
+/// The registry's side of cluster mode (Registry+Cluster.swift), without etcd.
+@Suite struct ClusterRegistryTests {
+    let launcher = FakeLauncher()
+    let sink = MemoryLogSink()
+    let registry: Registry
+
+    init() {
+        registry = Registry(launcher: launcher, log: Logger(sink: sink, minimum: .debug), maxRunning: 4, baseEnvironment: [])
+    }
+
+    func logged(_ text: String) -> Bool { sink.all.contains { $0.contains(text) } }
+
+    func record(_ options: [(String, String)], paused: Bool = false, addedAt: WallTime = SystemClock.wallNow()) -> SharedJobRecord {
+        SharedJobRecord(options: options.map { [$0.0, $0.1] }, paused: paused, added_at: addedAt.nanosecondsSinceEpoch, owner_uid: 0, node: "n2")
+    }
+
+    @Test func runtimeJobsAreSharedConfigJobsOnlyWithClusterYesOwnedJobsNever() async throws {
+        #expect(await !registry.sharesJob(try spec("a", ["every": "1s", "command": "x"]), origin: .runtime), "no cluster")
+        await registry.setCluster(FakeGate())
+        #expect(await registry.sharesJob(try spec("a", ["every": "1s", "command": "x"]), origin: .runtime))
+        #expect(await !registry.sharesJob(try spec("a", ["every": "1s", "command": "x", "cluster": "no"]), origin: .runtime))
+        #expect(await !registry.sharesJob(try spec("a", ["every": "1s", "command": "x"]), origin: .config(file: "f", line: 1)))
+        #expect(await registry.sharesJob(try spec("a", ["every": "1s", "command": "x", "cluster": "yes"]), origin: .config(file: "f", line: 1)))
+        #expect(await !registry.sharesJob(try spec("a", ["every": "1s", "command": "x", "owner": "pid:42"]), origin: .runtime))
+    }
+
+    @Test func aFollowerKeepsSharedJobsUnarmedAndRunsNothing() async throws {
+        let gate = FakeGate()
+        await registry.setCluster(gate)
+        await registry.notLeading(role: .follower, leader: "n2", reason: "test")
+        await registry.applySharedJob(try JobName("s"), record([("every", "1s"), ("command", "x")]), revision: 5)
+        let info = try await registry.show(JobName("s"))
+        #expect(info.cluster && info.node == "n2" && info.state == .scheduled && info.next_fire != nil)
+        // A fire reaching a follower (a timer that was armed when it led) is not claimed or run.
+        let fired = await registry.fire(try JobName("s"), scheduledMono: SystemClock.monoNow(), kind: .scheduled)
+        #expect(fired == "skipped")
+        #expect(gate.claimCount == 0 && launcher.count == 0)
+        #expect(await registry.statusLine().hasPrefix("cluster follower (leader n2); 1 job"))
+    }
+
+    @Test func theLeaderRunsAFireOnlyAfterWinningItsClaimWithTheClaimedInstant() async throws {
+        let gate = FakeGate { job, _ in job == "won" ? .won : .lost("node n3 already claimed it") }
+        await registry.setCluster(gate)
+        await registry.becomeLeader(claims: [:])
+        let added = WallTime(seconds: 1_800_000_000)
+        for name in ["won", "lost"] {
+            await registry.applySharedJob(try JobName(name), record([("every", "10s"), ("command", "x")], addedAt: added), revision: 1)
+        }
+        // A fire 3 ms late on the grid (anchor = added + 10s) is claimed under the grid time itself.
+        let grid = added + .seconds(30)
+        for name in ["won", "lost"] {
+            #expect(await registry.fire(try JobName(name), scheduledMono: SystemClock.monoNow(), scheduledWall: grid + .milliseconds(3), kind: .scheduled) == "claiming")
+        }
+        await settle(registry)
+        #expect(gate.claims.withLock { $0.map(\.at) } == [grid, grid])
+        #expect(launcher.count == 1)
+        #expect(launcher.request(0).job == "won")
+        #expect(launcher.request(0).environment["TIMERD_SCHEDULED_AT"] == RFC3339.format(grid))
+        #expect(launcher.request(0).environment["TIMERD_NODE"] == "n1")
+        #expect(logged("not run here: node n3 already claimed it"))
+        // Its finished run is published for the other nodes.
+        launcher.finish(0)
+        await settle(registry)
+        #expect(gate.published.withLock { $0.map(\.node) } == ["n1"])
+        // A manual RUN needs no claim.
+        #expect(try await registry.runNow(JobName("lost")) == "started")
+        #expect(gate.claimCount == 2)
+    }
+
+    @Test func losingTheLeadershipDisarmsAndDropsPendingFires() async throws {
+        await registry.setCluster(FakeGate())
+        await registry.becomeLeader(claims: [:])
+        await registry.applySharedJob(try JobName("s"), record([("every", "1h"), ("command", "x")]), revision: 1)
+        #expect(await registry.statusLine().hasPrefix("cluster leader; 1 job"))
+        await registry.notLeading(role: .unavailable, leader: nil, reason: "its lease may have expired")
+        #expect(logged("no longer leads (its lease may have expired)"))
+        #expect(await registry.statusLine().hasPrefix("cluster: etcd unavailable, shared jobs stopped; "))
+        #expect(try await registry.show(JobName("s")).node == nil)
+    }
+
+    @Test func takingOverAppliesTheMisfirePolicyFromTheLastClaim() async throws {
+        let gate = FakeGate()
+        await registry.setCluster(gate)
+        await registry.notLeading(role: .follower, leader: "n2", reason: "test")
+        let now = SystemClock.wallNow()
+        // Added 100.5 s ago, every 10s: grid at added+10, +20, … The previous leader claimed up to added+60.
+        let added = now + .milliseconds(-100_500)
+        await registry.applySharedJob(try JobName("once"), record([("every", "10s"), ("command", "x"), ("misfire", "once")], addedAt: added), revision: 1)
+        await registry.applySharedJob(try JobName("all"), record([("every", "10s"), ("command", "x"), ("misfire", "all")], addedAt: added), revision: 1)
+        #expect(launcher.count == 0)
+        await registry.becomeLeader(claims: ["once": added + .seconds(60), "all": added + .seconds(60)])
+        await settle(registry)
+        // once: one catch-up, for the latest missed instant (added+100); all: the first of four (70…100),
+        // the rest after each run ends.
+        let claimed = gate.claims.withLock { $0 }
+        #expect(claimed.filter { $0.job == "once" }.map(\.at) == [added + .seconds(100)])
+        #expect(claimed.filter { $0.job == "all" }.map(\.at) == [added + .seconds(70)])
+        #expect(logged("missed 4 fire(s) while no node led the cluster"))
+    }
+
+    @Test func watchEventsPauseResumeReplaceAndCancelButNeverGoBackInRevision() async throws {
+        await registry.setCluster(FakeGate())
+        await registry.notLeading(role: .follower, leader: "n2", reason: "test")
+        let name = try JobName("w")
+        let added = SystemClock.wallNow()
+        await registry.applySharedJob(name, record([("every", "1m"), ("command", "x")], addedAt: added), revision: 10)
+        await registry.applySharedJob(name, record([("every", "1m"), ("command", "x")], paused: true, addedAt: added), revision: 11)
+        #expect(try await registry.show(name).state == .paused)
+        // An older event (revision 9) changes nothing.
+        await registry.applySharedJob(name, record([("every", "1m"), ("command", "x")], addedAt: added), revision: 9)
+        #expect(try await registry.show(name).state == .paused)
+        await registry.applySharedJob(name, record([("every", "1m"), ("command", "x")], addedAt: added), revision: 12)
+        #expect(try await registry.show(name).state == .scheduled)
+        await registry.applySharedJob(name, record([("every", "2m"), ("command", "x")], addedAt: added), revision: 13)
+        #expect(try await registry.show(name).schedule == "every 2m")
+        await registry.removeSharedJob(name, revision: 12)
+        #expect(try await registry.show(name).name == "w")
+        await registry.removeSharedJob(name, revision: 14)
+        await #expect(throws: TimerdError(.noSuchJob, "")) { try await registry.show(name) }
+        // A full read drops shared jobs etcd no longer has, and keeps this node's own.
+        try await registry.add(spec("local", ["every": "1h", "command": "x", "cluster": "no"]), origin: .runtime)
+        await registry.applySharedJob(try JobName("gone"), record([("every", "1m"), ("command", "x")]), revision: 20)
+        await registry.syncSharedJobs([], mode: "maintenance")
+        #expect(await registry.list().map(\.name) == ["local"])
+        #expect(await registry.modeInfo().mode == "maintenance")
+    }
+
+    @Test func clusterJobsResumeOnlyOnTheirSchedule() async throws {
+        await registry.setCluster(FakeGate())
+        await registry.applySharedJob(try JobName("r"), record([("every", "1m"), ("command", "x")], paused: true), revision: 1)
+        await #expect(throws: TimerdError(.badArgument, "")) { try await registry.resume([JobName("r")], mode: .now) }
+        try await registry.resume([JobName("r")], mode: .onSchedule)
+    }
+}
