@@ -16,7 +16,9 @@ package enum HistoryText {
     /// other days. SCHEDULED is `manual` for a run started by hand (`timerctl run`), whose LATE is `-`.
     /// No runs gives just the header.
     package static func table(_ runs: [RunRecord], now: WallTime, zone: ZoneRules) -> String {
-        var rows = [["RUN", "SCHEDULED", "STARTED", "DURATION", "RESULT", "LATE"]]
+        // Cluster mode: which node ran each run.
+        let nodes = runs.contains { $0.node != nil }
+        var rows = [["RUN", "SCHEDULED", "STARTED", "DURATION", "RESULT", "LATE"] + (nodes ? ["NODE"] : [])]
         for run in runs {
             rows.append([
                 String(run.run),
@@ -25,7 +27,7 @@ package enum HistoryText {
                 duration(run),
                 resultSummary(run),
                 run.lateness_ms.map(TimeText.milliseconds) ?? "-",
-            ])
+            ] + (nodes ? [run.node ?? "-"] : []))
         }
         return JobInfoText.columns(rows).joined(separator: "\n") + "\n"
     }

@@ -47,7 +47,7 @@ package enum JobInfoText {
 
     /// The `show` block: one `label: value` line per field, the last run as an indented group, the recent
     /// runs from the history (when timerd sent any) one per line, and the last output indented under its
-    /// label. `owner`, `tags` and `modes` are shown only when set (modes: other than `default`), `held
+    /// label. `cluster` (the node that runs it) only in cluster mode; `owner`, `tags` and `modes` only when set (modes: other than `default`), `held
     /// since` only while a fire is held.
     package static func detail(_ job: JobInfo, now: WallTime) -> String {
         var lines: [String] = []
@@ -56,6 +56,11 @@ package enum JobInfoText {
         add("name", job.name)
         add("state", job.state.rawValue)
         add("source", job.declared_at.map { "\(job.source), declared at \($0)" } ?? job.source)
+        if job.cluster {
+            add("cluster", "shared; runs on " + (job.node.map { "node \($0) (the leader)" } ?? "the leader (none now)"))
+        } else if let node = job.node {
+            add("cluster", "this node's own (\(node))")
+        }
         if job.redacted {
             add("added by", "uid \(job.owner_uid) (details hidden: another user's job)")
         } else if job.owner_uid != 0 {

@@ -62,6 +62,7 @@ extension Registry {
                 continue
             }
             job.spec = item.spec
+            job.shared = sharesJob(item.spec, origin: origin)
             job.acceptedFires = 0
             disarm(&job)
             if job.state == .finished { job.state = .scheduled }

@@ -13,7 +13,8 @@ final class ClusterFixture: @unchecked Sendable {
     private(set) var nodes: [Daemon] = []
     let runsFile: String
 
-    init() throws {
+    /// `jobs` is appended to each node's config; `$RUNS` in it is the runs file.
+    init(jobs: String = "") throws {
         etcd = try EtcdCluster()
         directory = try makeTemporaryDirectory()
         runsFile = directory + "/runs"
@@ -25,6 +26,7 @@ final class ClusterFixture: @unchecked Sendable {
                 node = \(name)
                 prefix = \(prefix)
                 lease_ttl = \(Self.leaseTTL)s
+                \(jobs.replacingOccurrences(of: "$RUNS", with: runsFile))
                 """))
         }
     }
@@ -147,6 +149,52 @@ struct ClusterTests {
         for index in cluster.nodes.indices {
             #expect(try eventually(timeout: 1.5, "node \(index) to switch mode") { try cluster.nodes[index].request("MODE").contains("\"mode\":\"maintenance\"") })
         }
+    }
+
+    @Test func configJobsMarkedClusterRunOnTheLeaderOnlyTheOthersOnEveryNode() throws {
+        let cluster = try ClusterFixture(jobs: #"""
+            [job "report"]
+            every = 1s
+            cluster = yes
+            command = echo $TIMERD_JOB $TIMERD_SCHEDULED_AT $TIMERD_NODE $(date +%s.%N) >> $RUNS
+            [job "cleanup"]
+            every = 1s
+            command = echo $TIMERD_JOB $TIMERD_SCHEDULED_AT $TIMERD_NODE $(date +%s.%N) >> $RUNS
+            """#)
+        let leader = try cluster.waitForLeader()
+        #expect(eventually(timeout: 10, "cleanup to run on every node and report four times") {
+            Set(cluster.runs("cleanup").map(\.node)).count == 3 && cluster.runs("report").count >= 4
+        })
+        let report = cluster.runs("report")
+        // Before the leader was known no node ran it; after, only the leader.
+        #expect(Set(report.map(\.node)) == [cluster.nodeNames[leader]], "\(report)")
+        cluster.expectNoDuplicates("report")
+        #expect(try cluster.nodes[(leader + 1) % 3].show("report")["node"] as? String == cluster.nodeNames[leader])
+        #expect(try cluster.nodes[(leader + 1) % 3].show("cleanup")["node"] as? String == cluster.nodeNames[(leader + 1) % 3])
+    }
+
+    @Test func aLeaderStoppedWithSIGTERMHandsOverAtOnce() throws {
+        let cluster = try ClusterFixture()
+        let leader = try cluster.waitForLeader()
+        #expect(try cluster.nodes[leader].request(cluster.addLine("hand")) == "OK")
+        #expect(eventually(timeout: 10, "two runs of hand") { cluster.runs("hand").count >= 2 })
+        let stoppedAt = Date().timeIntervalSince1970
+        #expect(cluster.nodes[leader].stop() == 0)
+        let oldName = cluster.nodeNames[leader]
+        // The lease is revoked on the way out: no waiting for lease_ttl.
+        #expect(eventually(timeout: 5, "another node to run hand") { cluster.runs("hand").contains { $0.node != oldName } })
+        let first = try #require(cluster.runs("hand").first { $0.node != oldName })
+        print("cluster handover after SIGTERM: first run on node \(first.node) \(String(format: "%.2f", first.started - stoppedAt)) s after the stop")
+        #expect(first.started - stoppedAt < Double(ClusterFixture.leaseTTL) - 0.5)
+        #expect(cluster.nodes[leader].log.contains("lease revoked"))
+        cluster.expectNoDuplicates("hand")
+    }
+
+    @Test func clusterOutsideClusterModeIsAClearError() throws {
+        let daemon = try Daemon()
+        #expect(try daemon.request("CLUSTER") == "ERR bad-argument timerd is not in cluster mode: its config has no [cluster] section (docs/cluster.md)")
+        let result = try daemon.ctl("cluster")
+        #expect(result.status == 1 && result.stderr.contains("not in cluster mode"))
     }
 
     @Test func killingTheLeaderMovesTheJobsWithinTheLeaseAndRunsOneCatchUp() throws {

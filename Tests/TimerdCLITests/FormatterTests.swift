@@ -174,6 +174,18 @@ struct FormatterTests {
             """)
     }
 
+    @Test func showBlockNamesTheNodeInClusterMode() {
+        var job = JobInfo(name: "once", state: .scheduled, source: "runtime", schedule: "in 1h")
+        job.cluster = true
+        job.node = "b"
+        #expect(JobInfoText.detail(job, now: fixedNow).contains("\ncluster:     shared; runs on node b (the leader)\n"))
+        job.node = nil
+        #expect(JobInfoText.detail(job, now: fixedNow).contains("\ncluster:     shared; runs on the leader (none now)\n"))
+        job.cluster = false
+        job.node = "a"
+        #expect(JobInfoText.detail(job, now: fixedNow).contains("\ncluster:     this node's own (a)\n"))
+    }
+
     @Test func showBlockWhileTheLastRunIsGoing() {
         var job = backupJob()
         job.running = 1

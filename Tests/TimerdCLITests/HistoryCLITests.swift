@@ -48,6 +48,17 @@ struct HistoryCLITests {
             """)
     }
 
+    @Test func clusterRunsNameTheirNode() {
+        var mixed = Array(runs.prefix(2))
+        mixed[0].node = "b"
+        #expect(HistoryText.table(mixed, now: fixedNow, zone: .utc) == """
+            RUN  SCHEDULED  STARTED   DURATION  RESULT      LATE  NODE
+            14   15:55:00   15:55:00  1.234s    failed (3)  2ms   b
+            13   manual     15:52:10  1.1s      ok          -     -
+
+            """)
+    }
+
     @Test func timesAreInTheLocalZoneAndTodayIsTheLocalDay() {
         // 17:00 in Berlin: runs 11 and 12 were after local midnight, so today there.
         #expect(HistoryText.table(runs, now: fixedNow, zone: Self.berlin) == """
