@@ -52,18 +52,18 @@ _timerctl_zones() {
 }
 
 _timerctl() {
-    local verbs="add exec cancel pause resume run list show history reload mode stats watch next ping version help"
+    local verbs="add exec cancel pause resume run list show history reload mode stats watch cluster next ping version help"
     local owner_flags="--owner --owner-pid --tag --modes"
     local webhook_flags="--webhook --method --header --body --content-type --expect --retries --retry-backoff --redirects --ca-file --insecure"
     local notify_flags="--on-failure --on-recovery"
     local calendar_flags="--cron --calendar --timezone --dst-gap --dst-repeat"
     local misfire_flags="--misfire --misfire-grace"
-    local job_flags="--every --start --in --at $calendar_flags --jitter --fixed-jitter $misfire_flags --count --leeway --command --argv $webhook_flags --timeout --kill-grace --overlap --env --meta --cwd --user --group $owner_flags $notify_flags --history-limit"
-    local exec_flags="--start --interval --repeats --async --jitter --fixed-jitter $misfire_flags --count --leeway --command --argv $webhook_flags --timeout --kill-grace --env --meta --cwd --user --group $owner_flags $notify_flags --history-limit"
+    local job_flags="--every --start --in --at $calendar_flags --jitter --fixed-jitter $misfire_flags --count --leeway --command --argv $webhook_flags --timeout --kill-grace --overlap --env --meta --cwd --user --group $owner_flags $notify_flags --history-limit --cluster"
+    local exec_flags="--start --interval --repeats --async --jitter --fixed-jitter $misfire_flags --count --leeway --command --argv $webhook_flags --timeout --kill-grace --env --meta --cwd --user --group $owner_flags $notify_flags --history-limit --cluster"
     local resume_flags="--now --after"
     local next_flags="--cron --calendar --every --count --timezone --from --dst-gap --dst-repeat"
     # Flags that take a value (as the next word or after "=").
-    local value_flags=" --socket --every --start --in --at --cron --calendar --timezone --dst-gap --dst-repeat --jitter --from --count --leeway --command --argv --timeout --kill-grace --overlap --env --meta --cwd --user --group --owner --owner-pid --tag --modes --interval --after $webhook_flags $notify_flags $misfire_flags --history-limit --limit "
+    local value_flags=" --socket --every --start --in --at --cron --calendar --timezone --dst-gap --dst-repeat --jitter --from --count --leeway --command --argv --timeout --kill-grace --overlap --env --meta --cwd --user --group --owner --owner-pid --tag --modes --interval --after $webhook_flags $notify_flags $misfire_flags --history-limit --cluster --limit "
 
     # COMP_WORDS splits "--flag=value" at "=" (COMP_WORDBREAKS): glue those pieces back together.
     local -a words=()
@@ -208,7 +208,7 @@ _timerctl() {
                 [[ -z $tagged && ${#given[@]} -eq 0 ]] && flags+=" --tag"
                 flags+=" --json" ;;
             history) flags+=" --limit --json" ;;
-            run | show | reload | mode | stats | version) flags+=" --json" ;;
+            run | show | reload | mode | stats | cluster | version) flags+=" --json" ;;
         esac
         mapfile -t COMPREPLY < <(compgen -W "$flags" -- "$cur")
         return 0
