@@ -422,13 +422,14 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
     }
 
     private func decideClaim(_ name: String, at: Int64) -> ClaimOutcome {
-        let snapshot = state.withLock { $0 }
+        // Only what the claim needs (a copy of the whole state would copy its dictionaries on the next write).
+        let snapshot = state.withLock { (role: $0.role, leaderRevision: $0.leaderRevision, leaseDeadline: $0.leaseDeadline, last: $0.lastClaimed[name]) }
         guard snapshot.role == .leader, snapshot.leaderRevision != 0 else { return .lost("this node does not lead the cluster") }
         guard SystemClock.monoNow() < snapshot.leaseDeadline else {
             return .lost("this node's lease may have expired (no renewal got through for lease_ttl)")
         }
         let when = RFC3339.format(WallTime(nanosecondsSinceEpoch: at))
-        if let last = snapshot.lastClaimed[name], at <= last { return .lost("its fire at \(when) was already claimed") }
+        if let last = snapshot.last, at <= last { return .lost("its fire at \(when) was already claimed") }
         let key = claimKey(name)
         let value = Array(Payload.encode(ClaimRecord(at: at, node: node)).utf8)
         for _ in 0..<3 {
@@ -547,7 +548,7 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
     /// `CLUSTER`: the members, the leader, this node's lease, and each etcd endpoint's health.
     func info(sharedJobs: Int) async -> ClusterInfo {
         let client = self.client
-        let snapshot = state.withLock { $0 }
+        let snapshot = state.withLock { (role: $0.role, leader: $0.leader, problem: $0.problem, lease: $0.lease, leaseDeadline: $0.leaseDeadline) }
         let prefix = settings.prefix
         let (members, endpoints) = await withCheckedContinuation { (continuation: CheckedContinuation<([ClusterInfo.Member], [ClusterInfo.Endpoint]), Never>) in
             writeQueue.async {
