@@ -20,15 +20,25 @@ final class ClusterFixture: @unchecked Sendable {
         runsFile = directory + "/runs"
         let prefix = "/timerd-test-\(getpid())-\(UUID().uuidString.prefix(8))/"
         for name in nodeNames {
-            nodes.append(try Daemon(config: """
+            configs.append("""
                 [cluster]
                 etcd = \(etcd.clientURLs.joined(separator: ","))
                 node = \(name)
                 prefix = \(prefix)
                 lease_ttl = \(Self.leaseTTL)s
                 \(jobs.replacingOccurrences(of: "$RUNS", with: runsFile))
-                """))
+                """)
+            // Outside the node's own directory, which goes with its `Daemon` (see `restart`).
+            nodes.append(try Daemon(config: configs.last!, stateDirectory: directory + "/state-" + name))
         }
+    }
+
+    private var configs: [String] = []
+
+    /// Stops node `index` and starts it again on the same config and state directory.
+    func restart(_ index: Int) throws {
+        nodes[index].stop()
+        nodes[index] = try Daemon(config: configs[index], stateDirectory: nodes[index].stateDirectory)
     }
 
     deinit {
@@ -109,7 +119,7 @@ struct ClusterTests {
         // Added on a node that does not lead: every node sees it, the leader runs it.
         #expect(try cluster.nodes[other].request(cluster.addLine("tick")) == "OK")
         for index in cluster.nodes.indices {
-            #expect(try eventually(timeout: 1.5, "node \(index) to list tick") { try cluster.nodes[index].listNames().contains("tick") })
+            #expect(try eventually(timeout: 1, "node \(index) to list tick") { try cluster.nodes[index].listNames().contains("tick") })
         }
         #expect(eventually(timeout: 15, "six runs of tick") { cluster.runs("tick").count >= 6 })
         cluster.expectNoDuplicates("tick")
@@ -131,23 +141,23 @@ struct ClusterTests {
         // PAUSE on a third node stops it everywhere within a second; RESUME starts it again.
         #expect(try cluster.nodes[third].request("PAUSE tick") == "OK")
         for index in cluster.nodes.indices {
-            #expect(try eventually(timeout: 1.5, "node \(index) to see tick paused") { try cluster.nodes[index].state("tick") == "paused" })
+            #expect(try eventually(timeout: 1, "node \(index) to see tick paused") { try cluster.nodes[index].state("tick") == "paused" })
         }
         #expect(try cluster.nodes[other].request("RESUME tick") == "OK")
-        #expect(try eventually(timeout: 1.5, "the leader to see tick resumed") { try cluster.nodes[leader].state("tick") == "scheduled" })
+        #expect(try eventually(timeout: 1, "the leader to see tick resumed") { try cluster.nodes[leader].state("tick") == "scheduled" })
         // A second ADD of the name anywhere in the cluster is refused.
         #expect(try cluster.nodes[third].request(cluster.addLine("tick")).hasPrefix("ERR exists "))
         // CANCEL on any node removes it from every node.
         let cancelled = try cluster.nodes[third].request("CANCEL tick")
         #expect(cancelled == "OK", "\(cluster.nodes[third].log.suffix(4000))")
         for index in cluster.nodes.indices {
-            #expect(try eventually(timeout: 1.5, "node \(index) to drop tick") { try !cluster.nodes[index].listNames().contains("tick") })
+            #expect(try eventually(timeout: 1, "node \(index) to drop tick") { try !cluster.nodes[index].listNames().contains("tick") })
         }
         cluster.expectNoDuplicates("tick")
         // MODE switches every node.
         #expect(try cluster.nodes[other].request("MODE maintenance").hasPrefix("OK "))
         for index in cluster.nodes.indices {
-            #expect(try eventually(timeout: 1.5, "node \(index) to switch mode") { try cluster.nodes[index].request("MODE").contains("\"mode\":\"maintenance\"") })
+            #expect(try eventually(timeout: 1, "node \(index) to switch mode") { try cluster.nodes[index].request("MODE").contains("\"mode\":\"maintenance\"") })
         }
     }
 
@@ -188,6 +198,35 @@ struct ClusterTests {
         #expect(first.started - stoppedAt < Double(ClusterFixture.leaseTTL) - 0.5)
         #expect(cluster.nodes[leader].log.contains("lease revoked"))
         cluster.expectNoDuplicates("hand")
+    }
+
+    @Test func nodesTalkToEtcdOverTLSWithAClientCertificate() throws {
+        let ca = try ThrowawayCA(client: true)
+        let etcd = try EtcdCluster(members: 1, tls: ca)
+        let directory = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        func node(_ name: String, certificate: Bool) throws -> Daemon {
+            try Daemon(config: """
+                [cluster]
+                etcd = \(etcd.tlsURLs[0])
+                node = \(name)
+                lease_ttl = 3s
+                ca_file = \(ca.caCertificate)
+                \(certificate ? "cert_file = \(ca.clientCertificate)\nkey_file = \(ca.clientKey)" : "")
+                """)
+        }
+        let good = try node("tls", certificate: true)
+        #expect(eventually(timeout: 10, "the node to lead over TLS") {
+            (try? good.request("CLUSTER"))?.contains("\"role\":\"leader\"") == true
+        }, "\((try? good.request("CLUSTER")) ?? "")\n\(good.log.suffix(1500))\n\(etcd.log(member: 0).suffix(1500))")
+        #expect(try good.request(#"ADD secure every=1s command="echo $TIMERD_NODE >> \#(directory)/runs""#) == "OK")
+        #expect(eventually(timeout: 5, "the job to run") { FileManager.default.fileExists(atPath: directory + "/runs") })
+        // Without a client certificate etcd refuses the node, and it says so.
+        let refused = try node("anonymous", certificate: false)
+        #expect(eventually(timeout: 10, "the node without a certificate to report etcd unavailable") {
+            (try? refused.request("CLUSTER"))?.contains("\"role\":\"unavailable\"") == true
+        })
+        #expect(try refused.request(#"ADD other every=1s command=true"#).hasPrefix("ERR cluster-unavailable "))
     }
 
     @Test func clusterOutsideClusterModeIsAClearError() throws {
@@ -294,6 +333,12 @@ struct ClusterTests {
         #expect(cluster.runs("steady").count <= stoppedCount + 1, "steady ran without etcd: \(cluster.runs("steady").suffix(3))")
         #expect(cluster.nodes[follower].notify.waitFor("STATUS=cluster: etcd unavailable", prefix: true, timeout: 5))
         #expect(cluster.nodes[follower].log.contains("etcd is unavailable"))
+        // A node restarted meanwhile still knows the shared jobs, from its state.db.
+        try cluster.restart(follower)
+        #expect(try cluster.nodes[follower].listNames().contains("steady"))
+        #expect(eventually(timeout: 5, "the restarted node to report etcd unavailable") {
+            cluster.cluster(follower)?["role"] as? String == "unavailable"
+        })
 
         // They return: writes work again and the shared job runs again, still once per instant.
         try cluster.etcd.start(member: 0)

@@ -16,13 +16,20 @@ final class EtcdCluster: @unchecked Sendable {
     /// How long the first start took until every member reported healthy.
     private(set) var startDuration: Duration = .zero
 
-    init(members: Int = 3) throws {
+    /// With `tls`: each member also serves `https://` (`tlsURLs`) with the CA's server certificate, and
+    /// there requires a client certificate signed by the CA; `clientURLs` stay plain HTTP.
+    let tls: ThrowawayCA?
+    let tlsURLs: [String]
+
+    init(members: Int = 3, tls: ThrowawayCA? = nil) throws {
         directory = try makeTemporaryDirectory()
+        self.tls = tls
         var ports = Set<Int>()
-        while ports.count < 2 * members { ports.insert(try unusedLoopbackPort()) }
+        while ports.count < 3 * members { ports.insert(try unusedLoopbackPort()) }
         let list = Array(ports)
-        clientURLs = (0..<members).map { "http://127.0.0.1:\(list[2 * $0])" }
-        peerURLs = (0..<members).map { "http://127.0.0.1:\(list[2 * $0 + 1])" }
+        clientURLs = (0..<members).map { "http://127.0.0.1:\(list[3 * $0])" }
+        peerURLs = (0..<members).map { "http://127.0.0.1:\(list[3 * $0 + 1])" }
+        tlsURLs = tls == nil ? [] : (0..<members).map { "https://127.0.0.1:\(list[3 * $0 + 2])" }
         token = "timerd-test-\(getpid())-\(UUID().uuidString)"
         processes = Array(repeating: nil, count: members)
         let clock = ContinuousClock()
@@ -61,6 +68,13 @@ final class EtcdCluster: @unchecked Sendable {
             "--listen-peer-urls", peerURLs[member], "--initial-advertise-peer-urls", peerURLs[member],
             "--initial-cluster", cluster, "--initial-cluster-token", token, "--initial-cluster-state", "new",
         ]
+        if let tls {
+            let urls = clientURLs[member] + "," + tlsURLs[member]
+            process.arguments! += [
+                "--listen-client-urls", urls, "--advertise-client-urls", urls, "--client-cert-auth",
+                "--cert-file", tls.serverCertificate, "--key-file", tls.serverKey, "--trusted-ca-file", tls.caCertificate,
+            ]
+        }
         // Only these flags: nothing from ETCD_* variables of the environment.
         process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("ETCD") }
         let path = logPath(member: member)

@@ -213,12 +213,17 @@ final class ThrowawayCA: @unchecked Sendable {
     let serverCertificate: String
     /// The server certificate's private key (PEM, unencrypted).
     let serverKey: String
+    /// A client certificate (extendedKeyUsage clientAuth) and its key, when asked for.
+    let clientCertificate: String
+    let clientKey: String
 
-    init() throws {
+    init(client: Bool = false) throws {
         directory = try makeTemporaryDirectory()
         caCertificate = directory + "/ca.pem"
         serverCertificate = directory + "/server.pem"
         serverKey = directory + "/server.key"
+        clientCertificate = directory + "/client.pem"
+        clientKey = directory + "/client.key"
         // Our own config: nothing depends on the system's openssl.cnf.
         try """
             [req]
@@ -233,8 +238,15 @@ final class ThrowawayCA: @unchecked Sendable {
             [server_ext]
             basicConstraints = critical,CA:FALSE
             keyUsage = critical,digitalSignature,keyEncipherment
-            extendedKeyUsage = serverAuth
+            # clientAuth too: etcd's gateway dials its own TLS port with its server certificate.
+            extendedKeyUsage = serverAuth,clientAuth
             subjectAltName = IP:127.0.0.1,DNS:localhost
+            subjectKeyIdentifier = hash
+            authorityKeyIdentifier = keyid
+            [client_ext]
+            basicConstraints = critical,CA:FALSE
+            keyUsage = critical,digitalSignature,keyEncipherment
+            extendedKeyUsage = clientAuth
             subjectKeyIdentifier = hash
             authorityKeyIdentifier = keyid
 
@@ -247,6 +259,11 @@ final class ThrowawayCA: @unchecked Sendable {
         let serial = "0x" + (0..<8).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
         try run(["x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-set_serial", serial,
                  "-days", "2", "-extfile", "openssl.cnf", "-extensions", "server_ext", "-out", "server.pem"])
+        guard client else { return }
+        try run(["req", "-new", "-config", "openssl.cnf", "-subj", "/CN=timerd-node"] + key
+                + ["-keyout", "client.key", "-out", "client.csr"])
+        try run(["x509", "-req", "-in", "client.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-set_serial", serial + "1",
+                 "-days", "2", "-extfile", "openssl.cnf", "-extensions", "client_ext", "-out", "client.pem"])
     }
 
     deinit {
