@@ -19,7 +19,7 @@ package enum ClusterText {
         if let problem = info.problem { lines.append(("problem", problem)) }
         lines.append(("leader", info.leader ?? "none"))
         if let lease = info.lease {
-            let left = info.lease_remaining.map { ", " + String(format1: $0) + "s left" } ?? ""
+            let left = info.lease_remaining.map { $0 > 0 ? ", " + String(format1: $0) + "s left" : ", not renewed in time (expired?)" } ?? ""
             lines.append(("lease", "\(lease), ttl \(info.lease_ttl)s\(left)"))
         } else {
             lines.append(("lease", "none (ttl \(info.lease_ttl)s)"))

@@ -185,7 +185,7 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
             return (previous, hadProblem)
         }
         if !hadProblem || previous == .connecting {
-            log.error("cluster: etcd is unavailable: \(message); shared jobs are read-only here and run nowhere that cannot reach it")
+            log.error("cluster: etcd is unavailable: \(message); shared jobs cannot be changed, and start on no node that cannot reach etcd")
         }
         if previous != .leader, previous != .unavailable {
             registry.enqueue { $0.notLeading(role: .unavailable, leader: nil, reason: "etcd is unavailable") }
@@ -566,7 +566,8 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
                     ClusterInfo.Endpoint(
                         url: status.endpoint, healthy: status.healthy, member: status.healthy ? names[status.memberID] : nil,
                         version: status.healthy ? status.version : nil,
-                        is_leader: status.healthy && status.leaderID != 0 && status.leaderID == status.memberID, error: status.error)
+                        is_leader: status.healthy && status.leaderID != 0 && status.leaderID == status.memberID,
+                        error: status.error.map { $0.hasPrefix("etcd unavailable: ") ? String($0.dropFirst(18)) : $0 })
                 }
                 continuation.resume(returning: (members.sorted { $0.name < $1.name }, endpoints))
             }

@@ -76,6 +76,25 @@ extension Registry {
         }
     }
 
+    /// A shared job's next fire as a node that does not lead sees it: its timer is not armed here, so
+    /// the position it was given goes stale; the schedule's next time after now instead. Nil for jobs
+    /// this node runs, and for one-shots (their time does not move).
+    func followerNextFire(_ job: Job) -> WallTime? {
+        guard job.shared, clusterRole != .leader else { return nil }
+        let now = SystemClock.wallNow()
+        switch job.spec.schedule {
+        case .every(let interval, _):
+            guard let anchor = job.anchorWall else { return nil }
+            guard now >= anchor else { return anchor }
+            let period = max(1, interval.nanoseconds)
+            return anchor + .nanoseconds(((now - anchor).nanoseconds / period + 1) * period)
+        case .cron, .calendar:
+            return job.civil?.next(after: now)
+        case .after, .at:
+            return nil
+        }
+    }
+
     // MARK: - Claims
 
     /// A shared job's scheduled fire: claim it in etcd, then fire it (or not) when the claim is decided.

@@ -60,7 +60,9 @@ extension Registry {
             source: job.origin.label, schedule: job.spec.schedule.summary)
         if case .config(let file, let line) = job.origin { info.declared_at = "\(file):\(line)" }
         info.options = job.spec.options.map { "\($0.key)=\($0.value)" }
-        if job.state == .scheduled {
+        if job.state == .scheduled, let next = followerNextFire(job) {
+            info.next_fire = RFC3339.format(next)
+        } else if job.state == .scheduled {
             if let mono = job.nextMono {
                 info.next_fire = RFC3339.format(wallTime(ofMono: mono))
             } else if let wall = job.nextWall {

@@ -41,6 +41,8 @@ struct ClusterCLITests {
         info.role = "unavailable"
         info.problem = "http://127.0.0.1:2379: timed out"
         info.leader = nil
+        info.lease_remaining = 0
+        #expect(ClusterText.block(info).contains("\nlease:    694d7f3e2c1a0b09, ttl 10s, not renewed in time (expired?)\n"))
         info.lease = nil
         info.lease_remaining = nil
         let text = ClusterText.block(info)

@@ -62,6 +62,12 @@ final class FakeGate: ClusterGate {
         #expect(fired == "skipped")
         #expect(gate.claimCount == 0 && launcher.count == 0)
         #expect(await registry.statusLine().hasPrefix("cluster follower (leader n2); 1 job"))
+        // Its next fire, as shown here, follows the schedule though nothing fires here: the grid time
+        // after now (added 95 s ago, every 10s: added+100).
+        let added = SystemClock.wallNow() + .seconds(-95)
+        await registry.applySharedJob(try JobName("old"), record([("every", "10s"), ("command", "x")], addedAt: added), revision: 6)
+        let next = try #require(try await registry.show(JobName("old")).next_fire)
+        #expect(next == RFC3339.format(added + .seconds(100)))
     }
 
     @Test func theLeaderRunsAFireOnlyAfterWinningItsClaimWithTheClaimedInstant() async throws {
@@ -109,8 +115,9 @@ final class FakeGate: ClusterGate {
         await registry.setCluster(gate)
         await registry.notLeading(role: .follower, leader: "n2", reason: "test")
         let now = SystemClock.wallNow()
-        // Added 100.5 s ago, every 10s: grid at added+10, +20, … The previous leader claimed up to added+60.
-        let added = now + .milliseconds(-100_500)
+        // Added 105 s ago, every 10s: grid at added+10, +20, … (the next one 5 s from now, far enough for a
+        // slow sanitizer run). The previous leader claimed up to added+60.
+        let added = now + .seconds(-105)
         await registry.applySharedJob(try JobName("once"), record([("every", "10s"), ("command", "x"), ("misfire", "once")], addedAt: added), revision: 1)
         await registry.applySharedJob(try JobName("all"), record([("every", "10s"), ("command", "x"), ("misfire", "all")], addedAt: added), revision: 1)
         #expect(launcher.count == 0)
