@@ -19,6 +19,7 @@ static struct {
     CURLMcode (*multi_cleanup)(CURLM *);
     CURL *(*easy_init)(void);
     void (*easy_cleanup)(CURL *);
+    void (*easy_reset)(CURL *);
     const char *(*easy_strerror)(CURLcode);
     CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
     CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
@@ -78,6 +79,7 @@ static int load(const char *name, char *error, size_t size) {
     RESOLVE(multi_cleanup, "curl_multi_cleanup");
     RESOLVE(easy_init, "curl_easy_init");
     RESOLVE(easy_cleanup, "curl_easy_cleanup");
+    RESOLVE(easy_reset, "curl_easy_reset");
     RESOLVE(easy_strerror, "curl_easy_strerror");
     RESOLVE(easy_setopt, "curl_easy_setopt");
     RESOLVE(easy_getinfo, "curl_easy_getinfo");
@@ -114,6 +116,7 @@ CURLMcode tcurl_multi_setopt_timer(CURLM *multi, tcurl_timer_callback callback, 
 
 CURL *tcurl_easy_init(void) { return api.easy_init(); }
 void tcurl_easy_cleanup(CURL *easy) { api.easy_cleanup(easy); }
+void tcurl_easy_reset(CURL *easy) { api.easy_reset(easy); }
 const char *tcurl_easy_strerror(CURLcode code) { return api.easy_strerror(code); }
 
 CURLcode tcurl_easy_setopt_long(CURL *easy, CURLoption option, long value) { return api.easy_setopt(easy, option, value); }

@@ -4,7 +4,8 @@ import Synchronization
 import TimerdSystem
 
 /// A blocking client of etcd's v3 JSON gateway (wire format: `EtcdWire`) over libcurl. Every call may
-/// be made from any thread; each request uses a fresh curl easy handle on the calling thread.
+/// be made from any thread; each request uses a curl easy handle of its own on the calling thread, taken
+/// from a small pool so that its connection to the member is reused.
 ///
 /// Endpoints: calls go to the preferred endpoint (the last one that answered); when it cannot be reached
 /// within `requestTimeout`, or answers that it cannot serve (no leader, request timed out), each other
@@ -23,6 +24,8 @@ public final class EtcdClient: Sendable {
     public let requestTimeout: Duration
     /// Index into `endpoints` of the one tried first.
     private let preferred = Atomic<Int>(0)
+    /// Easy handles with their open connections, for the next requests (the watch has its own).
+    private let handles = CurlHandlePool(capacity: 8)
 
     public init(endpoints: [String], tls: EtcdTLS? = nil, requestTimeout: Duration = .seconds(1),
                 library: String = "libcurl.so.4") throws(EtcdError) {
@@ -134,7 +137,7 @@ public final class EtcdClient: Sendable {
     /// One endpoint, one attempt. `.unavailable` (with the reason only) when it cannot serve.
     func request(_ endpoint: String, _ path: String, _ body: [String: Any]) throws(EtcdError) -> [String: Any] {
         guard let exchange = CurlExchange(url: endpoint + path, body: EtcdWire.encode(body), timeout: requestTimeout,
-                                          connectTimeout: requestTimeout, tls: tls)
+                                          connectTimeout: requestTimeout, tls: tls, pool: handles)
         else { throw .unavailable("cannot set up a request (out of memory)") }
         let (status, bytes): (Int, [UInt8])
         switch exchange.perform() {

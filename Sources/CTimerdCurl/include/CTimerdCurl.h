@@ -40,6 +40,8 @@ CURLMcode tcurl_multi_setopt_timer(CURLM *multi, tcurl_timer_callback callback, 
 
 CURL *tcurl_easy_init(void);
 void tcurl_easy_cleanup(CURL *easy);
+/* Options back to their defaults; the handle keeps its open connections (reused by the next transfer). */
+void tcurl_easy_reset(CURL *easy);
 const char *tcurl_easy_strerror(CURLcode code);
 CURLcode tcurl_easy_setopt_long(CURL *easy, CURLoption option, long value);
 CURLcode tcurl_easy_setopt_string(CURL *easy, CURLoption option, const char *value);
