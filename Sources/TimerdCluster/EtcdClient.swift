@@ -167,7 +167,8 @@ public final class EtcdClient: Sendable {
     /// the watch is in place, with the store's revision then; `onEvents` for each batch of events, with
     /// the store's revision when it was sent. Both run on the calling thread.
     ///
-    /// The endpoint: the preferred one, else the others in turn until one accepts the watch. A member
+    /// The endpoint: the preferred one, else the others in turn until one accepts the watch (answers
+    /// "created" within `requestTimeout`). A member
     /// that loses its quorum later keeps the stream open but sends nothing new (etcd's gateway does not
     /// ask for a leader); callers that care check `status()` or their own keepalives.
     public func watch(_ key: String, prefix: Bool, from startRevision: Int64, stop: WatchStop,
@@ -181,7 +182,8 @@ public final class EtcdClient: Sendable {
             case .notCreated(let why):
                 failures.append("\(endpoints[index]): \(why)")
             case .ended(let end):
-                preferred.store(index, ordering: .relaxed)
+                // Not made preferred here: a watch stopped for being silent (a frozen member) must not
+                // pull the requests back to that member. Requests keep `preferred` on one that answers.
                 return end
             }
         }
@@ -207,6 +209,9 @@ public final class EtcdClient: Sendable {
             tcurl_multi_cleanup(multi)
         }
         var created = false
+        // A member that accepts the connection but never answers (frozen) must not hold the watch:
+        // without the "created" reply within the request timeout, try the next one.
+        let createDeadline = ContinuousClock.now + requestTimeout
         // What one line of the stream means; nil: go on.
         func handle(_ line: [UInt8]) -> StreamOutcome? {
             let message: EtcdWire.WatchMessage
@@ -230,6 +235,9 @@ public final class EtcdClient: Sendable {
         }
         while true {
             if stop.isStopped { return .ended(.stopped) }
+            if !created, ContinuousClock.now > createDeadline {
+                return .notCreated("no reply to the watch within \(requestTimeout)")
+            }
             var running: Int32 = 0
             _ = tcurl_multi_perform(multi, &running)
             for line in exchange.takeLines() where !line.isEmpty {

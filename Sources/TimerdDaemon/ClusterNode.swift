@@ -55,6 +55,10 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
         var claimRevisions: [String: Int64] = [:]
         var lastClaimed: [String: Int64] = [:]
         var stopped = false
+        /// `members/NODE` as written at each renewal (the watch must see it: `checkWatch`), and the
+        /// revision of the last write.
+        var memberRecord: [UInt8] = []
+        var heartbeat: Int64 = 0
     }
     private let state = Locked(State())
 
@@ -124,10 +128,13 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
             do {
                 let granted = try client.grantLease(ttl: ttlSeconds)
                 let record = MemberRecord(since: SystemClock.wallNow().nanosecondsSinceEpoch, pid: Int(CurrentProcess.id), version: ControlHandler.version)
-                _ = try client.put(memberKey, Array(Payload.encode(record).utf8), lease: granted.id)
+                let bytes = Array(Payload.encode(record).utf8)
+                let revision = try client.put(memberKey, bytes, lease: granted.id)
                 state.withLock {
                     $0.lease = granted.id
                     $0.leaseDeadline = sent &+ UInt64(granted.ttl) * 1_000_000_000
+                    $0.memberRecord = bytes
+                    $0.heartbeat = revision
                 }
                 if !state.withLock({ $0.synced }) { try resync() }
                 connected("lease \(Self.hex(granted.id)), ttl \(granted.ttl)s")
@@ -141,6 +148,7 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
                 state.withLock { $0.leaseDeadline = sent &+ UInt64(max(0, ttl)) * 1_000_000_000 }
                 if !state.withLock({ $0.synced }) { try resync() }
                 connected("lease \(Self.hex(lease)) renewed")
+                checkWatch(lease: lease)
             } catch .leaseNotFound {
                 log.warning("cluster: lease \(Self.hex(lease)) expired (this node did not renew it in time, or etcd lost it); joining again")
                 stepDown(.follower, reason: "its lease expired")
@@ -153,6 +161,23 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
         }
         armDeadline()
         if state.withLock({ $0.role != .leader }) { campaign() }
+    }
+
+    /// Whether the watch still delivers: it must have seen the previous renewal's write of this node's
+    /// own `members/NODE` by now. A watch on a member that froze (SIGSTOP, a stuck VM) stays open but
+    /// silent, and this node would miss every change: it is started again, through the member that
+    /// answers requests now. Then writes `members/NODE` again for the next check.
+    private func checkWatch(lease: Int64) {
+        let (stalled, previous, record) = state.withLock { state in
+            (state.watching && state.heartbeat != 0 && state.watchRevision <= state.heartbeat, state.heartbeat, state.memberRecord)
+        }
+        if stalled {
+            log.warning("cluster: the etcd watch has not delivered this node's own write at revision \(previous) for a renewal period; watching again")
+            state.withLock { $0.watchStop?.stop() }
+        }
+        if let revision = try? client.put(memberKey, record, lease: lease) {
+            state.withLock { $0.heartbeat = revision }
+        }
     }
 
     /// etcd answered: leave `connecting`/`unavailable` if the node was there.
@@ -341,7 +366,8 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
             }
             switch end {
             case .stopped:
-                return
+                // Stopped by `checkWatch` (start again) or by `stop` (the daemon is stopping).
+                if state.withLock({ $0.stopped }) { return }
             case .broken(let why):
                 log.debug("cluster: watch broke off (\(why)); watching again from revision \(from)")
                 // A pause between attempts, so a dead etcd is not hammered (this thread only waits here).

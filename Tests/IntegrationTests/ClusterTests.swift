@@ -229,6 +229,30 @@ struct ClusterTests {
         #expect(try refused.request(#"ADD other every=1s command=true"#).hasPrefix("ERR cluster-unavailable "))
     }
 
+    @Test func aFrozenEtcdMemberChangesNothingEither() throws {
+        let cluster = try ClusterFixture()
+        let leader = try cluster.waitForLeader()
+        let follower = (leader + 1) % 3
+        #expect(try cluster.nodes[follower].request(cluster.addLine("still")) == "OK")
+        #expect(eventually(timeout: 10, "two runs of still") { cluster.runs("still").count >= 2 })
+        // Member 0 (where every node's requests and watch start) hangs with its connections open.
+        cluster.etcd.freeze(member: 0, true)
+        defer { cluster.etcd.freeze(member: 0, false) }
+        let added = Date()
+        #expect(try cluster.nodes[follower].request(cluster.addLine("later", every: "2s")) == "OK")
+        // Every node's watch notices it has gone quiet and moves on: the change reaches all of them.
+        for index in cluster.nodes.indices {
+            #expect(try eventually(timeout: Double(ClusterFixture.leaseTTL) * 2 + 2, "node \(index) to list later") {
+                try cluster.nodes[index].listNames().contains("later")
+            })
+        }
+        print("cluster: with an etcd member frozen, a change reached every node in \(String(format: "%.2f", Date().timeIntervalSince(added))) s")
+        let before = cluster.runs("still").count
+        #expect(eventually(timeout: 10, "still to go on running") { cluster.runs("still").count >= before + 3 })
+        #expect(try cluster.waitForLeader() == leader, "the leadership did not move")
+        cluster.expectNoDuplicates("still")
+    }
+
     @Test func clusterOutsideClusterModeIsAClearError() throws {
         let daemon = try Daemon()
         #expect(try daemon.request("CLUSTER") == "ERR bad-argument timerd is not in cluster mode: its config has no [cluster] section (docs/cluster.md)")

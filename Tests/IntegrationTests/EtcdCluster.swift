@@ -123,6 +123,12 @@ final class EtcdCluster: @unchecked Sendable {
     /// SIGKILL, and waits for the exit.
     func kill(member: Int) { signal(member: member, SIGKILL) }
 
+    /// SIGSTOP (`frozen: true`) or SIGCONT: a member that hangs without closing its connections.
+    func freeze(member: Int, _ frozen: Bool) {
+        guard let process = processes[member], process.isRunning else { return }
+        Glibc.kill(process.processIdentifier, frozen ? SIGSTOP : SIGCONT)
+    }
+
     private func signal(member: Int, _ signal: Int32) {
         guard let process = processes[member] else { return }
         if process.isRunning {
