@@ -61,6 +61,16 @@ extension Registry {
         text += "timerd_fire_lateness_seconds_bucket{le=\"+Inf\"} \(latenessHistogram.count)\n"
         text += "timerd_fire_lateness_seconds_sum \(number(latenessHistogram.sum))\n"
         text += "timerd_fire_lateness_seconds_count \(latenessHistogram.count)\n"
+        if let cluster {
+            // Cluster mode (docs/cluster.md): alert when no node leads, or when etcd is out of reach.
+            let node = "node=\"\(cluster.node)\""
+            family("timerd_cluster_leader", "gauge", "1 while this node leads the cluster (runs the shared jobs).")
+            text += "timerd_cluster_leader{\(node)} \(clusterRole == .leader ? 1 : 0)\n"
+            family("timerd_cluster_etcd_available", "gauge", "1 while this node reaches etcd (with a quorum).")
+            text += "timerd_cluster_etcd_available{\(node)} \(clusterRole == .leader || clusterRole == .follower ? 1 : 0)\n"
+            family("timerd_cluster_shared_jobs", "gauge", "Shared jobs this node knows of.")
+            text += "timerd_cluster_shared_jobs{\(node)} \(sharedJobCount())\n"
+        }
         return text
     }
 }

@@ -42,6 +42,7 @@ final class FakeGate: ClusterGate {
 
     @Test func runtimeJobsAreSharedConfigJobsOnlyWithClusterYesOwnedJobsNever() async throws {
         #expect(await !registry.sharesJob(try spec("a", ["every": "1s", "command": "x"]), origin: .runtime), "no cluster")
+        #expect(await !registry.metricsText().contains("timerd_cluster"))
         await registry.setCluster(FakeGate())
         #expect(await registry.sharesJob(try spec("a", ["every": "1s", "command": "x"]), origin: .runtime))
         #expect(await !registry.sharesJob(try spec("a", ["every": "1s", "command": "x", "cluster": "no"]), origin: .runtime))
@@ -106,9 +107,15 @@ final class FakeGate: ClusterGate {
         await registry.becomeLeader(claims: [:])
         await registry.applySharedJob(try JobName("s"), record([("every", "1h"), ("command", "x")]), revision: 1)
         #expect(await registry.statusLine().hasPrefix("cluster leader; 1 job"))
+        let metrics = await registry.metricsText()
+        for line in ["timerd_cluster_leader{node=\"n1\"} 1\n", "timerd_cluster_etcd_available{node=\"n1\"} 1\n", "timerd_cluster_shared_jobs{node=\"n1\"} 1\n"] {
+            #expect(metrics.contains(line), "\(line)")
+        }
         await registry.notLeading(role: .unavailable, leader: nil, reason: "its lease may have expired")
         #expect(logged("no longer leads (its lease may have expired)"))
         #expect(await registry.statusLine().hasPrefix("cluster: etcd unavailable, shared jobs stopped; "))
+        let after = await registry.metricsText()
+        #expect(after.contains("timerd_cluster_leader{node=\"n1\"} 0\n") && after.contains("timerd_cluster_etcd_available{node=\"n1\"} 0\n"))
         #expect(try await registry.show(JobName("s")).node == nil)
     }
 
