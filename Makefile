@@ -126,7 +126,7 @@ test-tsan: deps oracle-deps
 	$(call sanitizer_test,thread,.build/tsan,__tsan_init)
 
 # SWIFT_BACKTRACE=enable=no: Swift's crash handler would otherwise get in the way of ASan's report.
-test-asan: export ASAN_OPTIONS := halt_on_error=1:exitcode=66:detect_leaks=1
+test-asan: export ASAN_OPTIONS := halt_on_error=1:exitcode=66:detect_leaks=1:suppressions=$(CURDIR)/sanitizers/asan.supp
 test-asan: export LSAN_OPTIONS := suppressions=$(CURDIR)/sanitizers/lsan.supp
 test-asan: export SWIFT_BACKTRACE := enable=no
 test-asan: deps oracle-deps
