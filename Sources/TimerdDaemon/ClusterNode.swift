@@ -506,15 +506,28 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
 
     // MARK: - Shared writes (from control requests)
 
-    /// Runs `body` on the write queue; etcd's unavailability becomes `cluster-unavailable`.
+    /// How long a shared write keeps trying while etcd is unavailable: etcd needs a second or two to
+    /// elect a new leader when its leader goes, and a write then should wait, not fail.
+    static let writePatience = Duration.seconds(3)
+
+    /// Runs `body` on the write queue, again every 200 ms while etcd is unavailable, for up to
+    /// `writePatience`; then etcd's unavailability becomes `cluster-unavailable`. `body` must tolerate
+    /// that an earlier attempt was applied (see `createJob`).
     private func write<T: Sendable>(_ body: @escaping @Sendable (EtcdClient) throws(EtcdError) -> T) async throws(TimerdError) -> T {
         let client = self.client
         let result: Result<T, EtcdError> = await withCheckedContinuation { continuation in
             writeQueue.async {
-                do throws(EtcdError) {
-                    continuation.resume(returning: .success(try body(client)))
-                } catch {
-                    continuation.resume(returning: .failure(error))
+                let deadline = ContinuousClock.now + Self.writePatience
+                while true {
+                    do throws(EtcdError) {
+                        return continuation.resume(returning: .success(try body(client)))
+                    } catch .unavailable(let why) where ContinuousClock.now < deadline {
+                        _ = why
+                        // This queue only makes shared writes; waiting here delays nothing else.
+                        _ = DispatchSemaphore(value: 0).wait(timeout: .now() + .milliseconds(200))
+                    } catch {
+                        return continuation.resume(returning: .failure(error))
+                    }
                 }
             }
         }
@@ -540,7 +553,11 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
                 failure: [.get(key)])
         }
         guard result.succeeded else {
-            let owner = result.ranges.first?.first.flatMap { try? Payload.decode(SharedJobRecord.self, from: $0.valueString) }
+            let current = result.ranges.first?.first
+            let owner = current.flatMap { try? Payload.decode(SharedJobRecord.self, from: $0.valueString) }
+            // Our own record: an earlier attempt of this write was applied (its reply was lost, or the
+            // member timed out after committing it) before the one that got here.
+            if let current, owner == record { return current.modRevision }
             throw TimerdError(.exists, "a job named \(name) already exists in the cluster\(owner.map { " (added on node \($0.node))" } ?? ""); cancel it first or pick another name")
         }
         return result.revision
@@ -550,8 +567,15 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
     func updateJobs(_ items: [(name: JobName, record: SharedJobRecord, revision: Int64)]) async throws(TimerdError) -> Int64 {
         let compare = items.map { EtcdCompare.modRevision(jobKey($0.name.rawValue), equals: $0.revision) }
         let puts = items.map { EtcdOperation.put(jobKey($0.name.rawValue), value: Array(Payload.encode($0.record).utf8)) }
-        let result = try await write { client throws(EtcdError) in try client.txn(compare: compare, success: puts) }
+        let gets = items.map { EtcdOperation.get(jobKey($0.name.rawValue)) }
+        let result = try await write { client throws(EtcdError) in try client.txn(compare: compare, success: puts, failure: gets) }
         guard result.succeeded else {
+            // Every record already as we would write it: an earlier attempt of this write was applied.
+            let current = result.ranges.map { $0.first }
+            let applied = current.count == items.count && zip(current, items).allSatisfy { kv, item in
+                kv.flatMap { try? Payload.decode(SharedJobRecord.self, from: $0.valueString) } == item.record
+            }
+            if applied { return current.compactMap { $0?.modRevision }.max() ?? 0 }
             throw TimerdError(.busy, "\(items.map(\.name.rawValue).joined(separator: ", ")) changed on another node meanwhile; try again")
         }
         return result.revision
