@@ -191,8 +191,11 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
         }
         if previous == .connecting || previous == .unavailable {
             log.notice("cluster: connected to etcd (\(detail))" + (problem.map { "; it was unavailable: \($0)" } ?? ""))
-            let leader = state.withLock { $0.leader }
-            registry.enqueue { $0.notLeading(role: .follower, leader: leader, reason: "reconnected") }
+            transition { state in
+                guard state.role == .follower else { return nil }
+                let leader = state.leader
+                return { $0.notLeading(role: .follower, leader: leader, reason: "reconnected") }
+            }
         } else {
             log.debug("cluster: \(detail)")
         }
@@ -202,18 +205,26 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
     /// its lease may have expired (`deadlinePassed`), and its claims fail meanwhile anyway.
     private func unreachable(_ error: EtcdError) {
         let message = Self.describe(error)
-        let (previous, hadProblem) = state.withLock { state -> (ClusterRole, Bool) in
-            let previous = state.role
-            let hadProblem = state.problem != nil
+        var previous = ClusterRole.connecting
+        var hadProblem = false
+        transition { state in
+            previous = state.role
+            hadProblem = state.problem != nil
             state.problem = message
-            if state.role != .leader { state.role = .unavailable }
-            return (previous, hadProblem)
+            guard state.role != .leader, state.role != .unavailable else { return nil }
+            state.role = .unavailable
+            return { $0.notLeading(role: .unavailable, leader: nil, reason: "etcd is unavailable") }
         }
         if !hadProblem || previous == .connecting {
             log.error("cluster: etcd is unavailable: \(message); shared jobs cannot be changed, and start on no node that cannot reach etcd")
         }
-        if previous != .leader, previous != .unavailable {
-            registry.enqueue { $0.notLeading(role: .unavailable, leader: nil, reason: "etcd is unavailable") }
+    }
+
+    /// Changes the state and, in the same step, queues what the registry must hear of it: the registry
+    /// then hears of every change in the order they happened, whichever of this node's queues made them.
+    private func transition(_ change: (inout State) -> (@Sendable (isolated Registry) -> Void)?) {
+        state.withLock { state in
+            if let update = change(&state) { registry.enqueue(update) }
         }
     }
 
@@ -271,40 +282,39 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
                 last[name] = record.at
             }
         }
-        state.withLock {
-            $0.leaderRevision = revision
-            $0.role = .leader
-            $0.leader = node
-            $0.claimRevisions = revisions
-            $0.lastClaimed = last
+        let claimed = claims
+        transition { state in
+            state.leaderRevision = revision
+            state.role = .leader
+            state.leader = node
+            state.claimRevisions = revisions
+            state.lastClaimed = last
+            return { $0.becomeLeader(claims: claimed) }
         }
         log.notice("cluster: this node leads (leader key at revision \(revision)); \(claims.count) job(s) have claimed fires")
-        let claimed = claims
-        registry.enqueue { $0.becomeLeader(claims: claimed) }
     }
 
     private func stepDown(_ role: ClusterRole, reason: String) {
-        let (wasLeader, leader) = state.withLock { state -> (Bool, String?) in
+        transition { state in
             let wasLeader = state.role == .leader
             state.role = role
             state.leaderRevision = 0
             if wasLeader { state.leader = nil }
-            return (wasLeader, state.leader)
-        }
-        if wasLeader || role == .unavailable {
-            registry.enqueue { $0.notLeading(role: role, leader: leader, reason: reason) }
+            guard wasLeader || role == .unavailable else { return nil }
+            let leader = state.leader
+            return { $0.notLeading(role: role, leader: leader, reason: reason) }
         }
     }
 
     private func noteLeader(_ leader: String?) {
-        let changed = state.withLock { state -> Bool in
-            guard state.leader != leader else { return false }
+        var changed = false
+        transition { state in
+            guard state.leader != leader else { return nil }
             state.leader = leader
-            return true
+            changed = true
+            return { $0.setLeader(leader) }
         }
-        guard changed else { return }
-        if let leader { log.info("cluster: node \(leader) leads") }
-        registry.enqueue { $0.setLeader(leader) }
+        if changed, let leader { log.info("cluster: node \(leader) leads") }
     }
 
     // MARK: - The shared state (initial read and watch)
