@@ -19,7 +19,7 @@ package enum ClusterText {
         if let problem = info.problem { lines.append(("problem", problem)) }
         lines.append(("leader", info.leader ?? "none"))
         if let lease = info.lease {
-            let left = info.lease_remaining.map { $0 > 0 ? ", " + String(format1: $0) + "s left" : ", not renewed in time (expired?)" } ?? ""
+            let left = info.lease_remaining.map { $0 > 0 ? ", " + StatsText.fixed($0, decimals: 1) + "s left" : ", not renewed in time (expired?)" } ?? ""
             lines.append(("lease", "\(lease), ttl \(info.lease_ttl)s\(left)"))
         } else {
             lines.append(("lease", "none (ttl \(info.lease_ttl)s)"))
@@ -42,13 +42,5 @@ package enum ClusterText {
             let head = label.isEmpty ? "" : label + ":"
             return head + String(repeating: " ", count: width - head.count) + value + "\n"
         }.joined()
-    }
-}
-
-extension String {
-    /// One decimal, without Foundation: 8.25 → "8.3" (rounded half up).
-    init(format1 value: Double) {
-        let tenths = Int((value * 10).rounded())
-        self = "\(tenths / 10).\(abs(tenths % 10))"
     }
 }

@@ -81,7 +81,7 @@ package enum StatsText {
     // MARK: Helpers
 
     /// `value` with exactly `decimals` digits after the point, rounded half away from zero.
-    private static func fixed(_ value: Double, decimals: Int) -> String {
+    package static func fixed(_ value: Double, decimals: Int) -> String {
         guard value.isFinite else { return "\(value)" }
         var scale = 1.0
         for _ in 0..<decimals { scale *= 10 }

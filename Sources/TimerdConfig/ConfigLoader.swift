@@ -58,6 +58,8 @@ private struct LoadSession<FileSystem: ConfigFileSystem> {
     var includes: [(pattern: String, line: Int)] = []
     private var diagnostics: [(rank: Int, sequence: Int, diagnostic: Diagnostic)] = []
     private var ranks: [String: Int] = [:]
+    /// The line of the main file's `[daemon]` and `[cluster]` headers.
+    private var mainSectionHeaders: [String: Int] = [:]
 
     init(fileSystem: FileSystem, mainPath: String) {
         self.fileSystem = fileSystem
@@ -85,9 +87,7 @@ private struct LoadSession<FileSystem: ConfigFileSystem> {
 
         var section = Section.none
         var job: JobBuilder?
-        var daemonHeader: Int?
         var daemonKeys: [String: Int] = [:]
-        var clusterHeader: Int?
         var clusterKeys: [String: Int] = [:]
         for line in lexed.lines {
             switch line.content {
@@ -95,22 +95,10 @@ private struct LoadSession<FileSystem: ConfigFileSystem> {
                 if let finished = job { finish(finished) }
                 job = nil
                 section = .ignored
-                if inner == "daemon" {
-                    if !isMain {
-                        report(path, line.number, "[daemon] is allowed only in the main config file (\(mainPath)); included files hold [job] sections")
-                    } else {
-                        if let first = daemonHeader { report(path, line.number, "[daemon] is given more than once (first at line \(first))") }
-                        daemonHeader = daemonHeader ?? line.number
-                        section = .daemon
-                    }
-                } else if inner == "cluster" {
-                    if !isMain {
-                        report(path, line.number, "[cluster] is allowed only in the main config file (\(mainPath)); included files hold [job] sections")
-                    } else {
-                        if let first = clusterHeader { report(path, line.number, "[cluster] is given more than once (first at line \(first))") }
-                        clusterHeader = clusterHeader ?? line.number
-                        section = .cluster
-                        if settings.cluster == nil { settings.cluster = ClusterSettings() }
+                if inner == "daemon" || inner == "cluster" {
+                    if mainFileSection(inner, file: path, line: line.number, isMain: isMain) {
+                        section = inner == "daemon" ? .daemon : .cluster
+                        if section == .cluster, settings.cluster == nil { settings.cluster = ClusterSettings() }
                     }
                 } else if let builder = jobHeader(inner, file: path, line: line.number) {
                     job = builder
@@ -133,9 +121,25 @@ private struct LoadSession<FileSystem: ConfigFileSystem> {
             }
         }
         if let finished = job { finish(finished) }
-        if let clusterHeader, settings.cluster?.endpoints.isEmpty == true, clusterKeys["etcd"] == nil {
+        if isMain, let clusterHeader = mainSectionHeaders["cluster"], settings.cluster?.endpoints.isEmpty == true,
+           clusterKeys["etcd"] == nil {
             report(path, clusterHeader, "[cluster] needs etcd = http://HOST:2379,… (the etcd cluster the nodes share jobs through)")
         }
+    }
+
+    /// `[daemon]` and `[cluster]`: allowed only in the main file, and once (a repeat is reported and its
+    /// keys still read). False when the section's keys are to be ignored.
+    private mutating func mainFileSection(_ name: String, file: String, line: Int, isMain: Bool) -> Bool {
+        guard isMain else {
+            report(file, line, "[\(name)] is allowed only in the main config file (\(mainPath)); included files hold [job] sections")
+            return false
+        }
+        if let first = mainSectionHeaders[name] {
+            report(file, line, "[\(name)] is given more than once (first at line \(first))")
+        } else {
+            mainSectionHeaders[name] = line
+        }
+        return true
     }
 
     mutating func processIncludes() {

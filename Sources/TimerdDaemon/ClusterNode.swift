@@ -425,7 +425,7 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
                 registry.enqueue { $0.applySharedJob(name, record, revision: revision) }
             case (.job(let name), .delete):
                 let revision = kv.modRevision
-                registry.enqueue { $0.removeSharedJob(name, revision: revision) }
+                registry.enqueue { $0.removeSharedJobs([name], revision: revision) }
             case (.mode, .put):
                 let mode = kv.valueString
                 registry.enqueue { $0.applyClusterMode(mode) }

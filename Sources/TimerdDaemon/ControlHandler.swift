@@ -148,11 +148,10 @@ struct ControlHandler: Sendable {
             let tag = try tagOption(request)
             let names = try await tagged(tag, client) { () throws(TimerdError) in try expect(request, names: 1...Int.max) }
             try await registry.cancel(names, by: client, checkOnly: true)
-            let shared = await registry.sharedRecords(names).map(\.name)
+            let shared = await registry.sharedNames(names)
             if let cluster, !shared.isEmpty {
                 // Removed here now, unless this node's own watch already did.
-                let revision = try await cluster.deleteJobs(shared)
-                for name in shared { await registry.removeSharedJob(name, revision: revision) }
+                await registry.removeSharedJobs(shared, revision: try await cluster.deleteJobs(shared))
             }
             let local = names.filter { !shared.contains($0) }
             if !local.isEmpty { try await registry.cancel(local, by: client) }

@@ -281,10 +281,13 @@ extension Registry {
         runMissed(name)
     }
 
-    /// A shared job was cancelled (its etcd key deleted) at `revision`.
-    func removeSharedJob(_ name: JobName, revision: Int64) {
-        guard let job = jobs[name], job.shared, job.origin == .runtime, revision > job.sharedRevision else { return }
-        remove(name, reason: "cancelled in the cluster")
+    /// Shared jobs were cancelled (their etcd keys deleted) at `revision`: by a watch event, or by this
+    /// node's own `CANCEL` (unless its watch got there first).
+    func removeSharedJobs(_ names: [JobName], revision: Int64) {
+        for name in names {
+            guard let job = jobs[name], job.shared, job.origin == .runtime, revision > job.sharedRevision else { continue }
+            remove(name, reason: "cancelled in the cluster")
+        }
     }
 
     /// The whole shared job set as etcd has it (at connect, and after a watch had to start over): jobs
@@ -311,15 +314,20 @@ extension Registry {
 
     // MARK: - For shared writes
 
-    /// The shared jobs among `names`, with what etcd should hold for each (for `PAUSE`/`RESUME`).
-    func sharedRecords(_ names: [JobName], paused: Bool? = nil) -> [(name: JobName, record: SharedJobRecord, revision: Int64)] {
+    /// The shared runtime jobs among `names` (the ones whose change goes through etcd).
+    func sharedNames(_ names: [JobName]) -> [JobName] {
+        names.filter { jobs[$0]?.shared == true && jobs[$0]?.origin == .runtime }
+    }
+
+    /// The shared jobs among `names` whose `paused` would change, with what etcd should hold for each
+    /// (for `PAUSE`/`RESUME`; resuming a job that runs writes nothing).
+    func sharedRecords(_ names: [JobName], paused: Bool) -> [(name: JobName, record: SharedJobRecord, revision: Int64)] {
         guard let cluster else { return [] }
-        return names.compactMap { name in
-            guard let job = jobs[name], job.shared, job.origin == .runtime else { return nil }
-            // Only the jobs the change changes (resuming a running job writes nothing).
-            if let paused, (job.state == .paused) == paused || job.state == .finished { return nil }
+        return sharedNames(names).compactMap { name in
+            let job = jobs[name]!
+            if (job.state == .paused) == paused || job.state == .finished { return nil }
             return (name, SharedJobRecord(
-                options: job.spec.options.map { [$0.key, $0.value] }, paused: paused ?? (job.state == .paused),
+                options: job.spec.options.map { [$0.key, $0.value] }, paused: paused,
                 added_at: job.addedWall.nanosecondsSinceEpoch, owner_uid: job.ownerUID, node: cluster.node), job.sharedRevision)
         }
     }

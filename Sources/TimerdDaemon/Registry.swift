@@ -105,10 +105,10 @@ actor Registry {
     /// Adds a job and arms its timer. Throws `exists` if the name is taken, `bad-argument` if an `at` time
     /// has already passed.
     func add(_ spec: JobSpec, origin: JobOrigin, connection: Int? = nil, owner: Client = .daemon) throws(TimerdError) {
-        try checkAdd(spec, origin: origin, owner: owner)
+        let civil = try checkAdd(spec, origin: origin, owner: owner)
         var job = Job(id: nextJobID, spec: spec, origin: origin, ownerUID: owner.uid)
         job.shared = sharesJob(spec, origin: origin)
-        job.civil = try Self.civilSchedule(for: spec)
+        job.civil = civil
         try bindOwner(&job, connection: connection)
         nextJobID += 1
         namesEverUsed.insert(spec.name.rawValue)
@@ -140,8 +140,9 @@ actor Registry {
     }
 
     /// Throws what `add` would throw for `spec`, changing nothing (a shared job is checked here before it
-    /// is written to etcd).
-    func checkAdd(_ spec: JobSpec, origin: JobOrigin, owner: Client = .daemon) throws(TimerdError) {
+    /// is written to etcd). Returns the job's calendar schedule, if it has one.
+    @discardableResult
+    func checkAdd(_ spec: JobSpec, origin: JobOrigin, owner: Client = .daemon) throws(TimerdError) -> CivilSchedule? {
         guard !shuttingDown else { throw TimerdError(.shuttingDown, "timerd is shutting down") }
         if let existing = jobs[spec.name] {
             let whence = existing.origin == .runtime ? "added at run time" : "declared in the config"
@@ -158,9 +159,11 @@ actor Registry {
         if case .cron(let expression) = spec.schedule, expression.isReboot, origin == .runtime {
             throw TimerdError(.badArgument, "@reboot jobs run once when timerd starts: declare them in the config file", key: "cron")
         }
-        if let civil = try Self.civilSchedule(for: spec), origin == .runtime, civil.next(after: SystemClock.wallNow()) == nil {
+        let civil = try Self.civilSchedule(for: spec)
+        if let civil, origin == .runtime, civil.next(after: SystemClock.wallNow()) == nil {
             throw TimerdError(.badArgument, "\(spec.schedule.summary) has no fire time after now", key: spec.schedule.key)
         }
+        return civil
     }
 
     /// A name for `EXEC` that no job in this daemon's life has had.
@@ -229,6 +232,11 @@ actor Registry {
         case onSchedule
         case now
         case after(Duration)
+
+        var isOnSchedule: Bool {
+            if case .onSchedule = self { return true }
+            return false
+        }
     }
 
     /// Resumes paused jobs (a job that is not paused is left alone, so resuming is idempotent).
@@ -237,7 +245,7 @@ actor Registry {
         for name in names {
             let job = try lookup(name, changedBy: client)
             if job.state == .finished { throw finishedError(name) }
-            if job.shared, case .onSchedule = mode {} else if job.shared {
+            if job.shared, !mode.isOnSchedule {
                 throw TimerdError(.badArgument, "\(name) is a cluster job: RESUME it on its schedule (then RUN it if it must run now)")
             }
         }

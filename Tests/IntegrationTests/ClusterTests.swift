@@ -258,6 +258,27 @@ struct ClusterTests {
         cluster.expectNoDuplicates("still")
     }
 
+    @Test func aNodeStartsWithoutEtcdServesItsOwnJobsAndRefusesSharedChanges() throws {
+        let port = try unusedLoopbackPort()
+        let config = "[cluster]\netcd = http://127.0.0.1:\(port)\nnode = alone\nlease_ttl = 3s\n"
+        // READY=1 without etcd (the harness waits for it): timerd does not wait for etcd to start.
+        let daemon = try Daemon(config: config)
+        #expect(eventually(timeout: 5, "the node to report etcd unavailable") {
+            (try? daemon.request("CLUSTER"))?.contains("\"role\":\"unavailable\"") == true
+        })
+        let started = Date()
+        let refused = try daemon.request("ADD shared every=1m command=true")
+        #expect(refused.hasPrefix("ERR cluster-unavailable etcd is unavailable ("), "\(refused)")
+        // It kept trying for a while first (an etcd leader election would be over by then).
+        #expect(Date().timeIntervalSince(started) >= 2.5)
+        #expect(try daemon.request("ADD own every=1m cluster=no command=true") == "OK")
+        #expect(try daemon.listNames() == ["own"])
+        // [cluster] is read at start only; a reload says so and changes nothing else.
+        try daemon.writeConfig(config.replacingOccurrences(of: "lease_ttl = 3s", with: "lease_ttl = 5s"))
+        _ = try daemon.reload()
+        #expect(daemon.log.contains("the [cluster] section changed; it takes effect when timerd restarts"))
+    }
+
     @Test func clusterOutsideClusterModeIsAClearError() throws {
         let daemon = try Daemon()
         #expect(try daemon.request("CLUSTER") == "ERR bad-argument timerd is not in cluster mode: its config has no [cluster] section (docs/cluster.md)")

@@ -160,9 +160,9 @@ final class FakeGate: ClusterGate {
         #expect(try await registry.show(name).state == .scheduled)
         await registry.applySharedJob(name, record([("every", "2m"), ("command", "x")], addedAt: added), revision: 13)
         #expect(try await registry.show(name).schedule == "every 2m")
-        await registry.removeSharedJob(name, revision: 12)
+        await registry.removeSharedJobs([name], revision: 12)
         #expect(try await registry.show(name).name == "w")
-        await registry.removeSharedJob(name, revision: 14)
+        await registry.removeSharedJobs([name], revision: 14)
         await #expect(throws: TimerdError(.noSuchJob, "")) { try await registry.show(name) }
         // A full read drops shared jobs etcd no longer has, and keeps this node's own.
         try await registry.add(spec("local", ["every": "1h", "command": "x", "cluster": "no"]), origin: .runtime)
