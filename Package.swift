@@ -11,6 +11,9 @@ let package = Package(
     targets: [
         // Pure model: job specs, durations, schedules and next-fire math, the error vocabulary. No I/O.
         .target(name: "TimerdCore"),
+        // The scheduling engine: every decision about when jobs fire and what becomes of each fire, as
+        // inputs in and effects out. No I/O, no clock reads (docs/architecture.md).
+        .target(name: "TimerdEngine", dependencies: ["TimerdCore"]),
         // The line protocol: framing, quoting, requests and replies. Shared by daemon and client.
         .target(name: "TimerdProtocol", dependencies: ["TimerdCore"]),
         // Config files -> job specs and daemon settings, with file:line diagnostics. Never logs.
@@ -41,6 +44,7 @@ let package = Package(
         // The benchmark driver behind `make bench` (bench/run.sh); not installed.
         .executableTarget(name: "timerd-bench", dependencies: ["TimerdProtocol", "TimerdSystem"]),
         .testTarget(name: "TimerdCoreTests", dependencies: ["TimerdCore"], exclude: ["cron_oracle.py"]),
+        .testTarget(name: "TimerdEngineTests", dependencies: ["TimerdEngine"]),
         .testTarget(name: "TimerdProtocolTests", dependencies: ["TimerdProtocol"]),
         .testTarget(name: "TimerdConfigTests", dependencies: ["TimerdConfig"]),
         .testTarget(name: "TimerdSystemTests", dependencies: ["TimerdSystem"]),

@@ -16,6 +16,8 @@ public enum Limits {
     /// Finished runs kept per job in the state store (`history_limit`), and the most a job may ask for.
     public static let defaultHistoryLimit = 100
     public static let maximumHistoryLimit = 10_000
+    /// Due fires and what became of each (`timerctl why`) kept per job in the state store.
+    public static let fireRecordsKept = 50
     /// With `misfire=all`, at most this many missed fires are replayed; older ones are skipped (and said so).
     public static let maximumReplays = 100
     /// Time running jobs get to finish when the daemon stops (`stop_grace`).

@@ -1,13 +1,13 @@
 /// A token bucket: up to `capacity` events at once, refilled at `perSecond` tokens per second. Used for a
-/// connection's request rate and a user's runs per minute. Time is passed in (monotonic nanoseconds), so
+/// connection's request rate and a user's runs per minute. Time is passed in (a monotonic instant), so
 /// it is tested without a clock.
 public struct TokenBucket: Sendable, Equatable {
     public let capacity: Double
     public let perSecond: Double
     private var tokens: Double
-    private var last: UInt64
+    private var last: MonoInstant
 
-    public init(capacity: Int, perSecond: Double, now: UInt64) {
+    public init(capacity: Int, perSecond: Double, now: MonoInstant) {
         self.capacity = Double(max(capacity, 0))
         self.perSecond = perSecond
         self.tokens = self.capacity
@@ -15,9 +15,9 @@ public struct TokenBucket: Sendable, Equatable {
     }
 
     /// Takes one token if there is one; false means the event is over the limit.
-    public mutating func take(now: UInt64) -> Bool {
+    public mutating func take(now: MonoInstant) -> Bool {
         if now > last {
-            tokens = min(capacity, tokens + Double(now - last) / 1e9 * perSecond)
+            tokens = min(capacity, tokens + Double((now - last).nanoseconds) / 1e9 * perSecond)
             last = now
         }
         guard tokens >= 1 else { return false }

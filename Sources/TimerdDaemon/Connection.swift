@@ -54,7 +54,7 @@ actor Connection {
         self.access = access
         let now = SystemClock.monoNow()
         let rate = access.settings.maxRequestRate
-        self.requestBucket = TokenBucket(capacity: rate, perSecond: Double(rate), now: now)
+        self.requestBucket = TokenBucket(capacity: rate, perSecond: Double(rate), now: MonoInstant(nanosecondsSinceBoot: now))
         self.lastInput = now
         self.fd = fd
         self.executor = executor
@@ -187,7 +187,7 @@ actor Connection {
         guard !busy, !closed, !requests.isEmpty, out.count < Self.maxQueuedReplyBytes else { return }
         busy = true
         let line = requests.removeFirst()
-        if !client.isAdmin, !requestBucket.take(now: SystemClock.monoNow()) {
+        if !client.isAdmin, !requestBucket.take(now: MonoInstant(nanosecondsSinceBoot: SystemClock.monoNow())) {
             refusedForRate += 1
             let rate = access.settings.maxRequestRate
             // 1st, 10th, 100th, … refusal: a log line each, not one per request.

@@ -350,7 +350,7 @@ actor Registry {
     func takeRunToken(_ job: Job) -> Bool {
         guard !Client.isAdmin(uid: job.ownerUID) else { return true }
         let limit = access.settings.userMaxRunsPerMinute
-        let now = SystemClock.monoNow()
+        let now = MonoInstant(nanosecondsSinceBoot: SystemClock.monoNow())
         var bucket = runBuckets[job.ownerUID] ?? TokenBucket(capacity: limit, perSecond: Double(limit) / 60, now: now)
         if bucket.capacity != Double(limit) { bucket = TokenBucket(capacity: limit, perSecond: Double(limit) / 60, now: now) }
         let taken = bucket.take(now: now)

@@ -1,0 +1,115 @@
+import TimerdCore
+
+/// Cluster mode (`docs/cluster.md`) as inputs and effects: the leader claims each shared fire
+/// (`Effect.claim`) and runs it once the claim is won (`Input.claimDecided`); a change of role arrives
+/// as `Input.leading` / `Input.notLeading`.
+extension Engine {
+    /// The instant a shared fire is claimed under: the same on every node whatever the jitter or the
+    /// conversion between clocks. `every` jobs: the grid time at or just before (50 ms of slack for the
+    /// clock conversion); calendar jobs: the calendar time at or before; one-shots: their time.
+    package func claimInstant(_ job: EngineJob, scheduledWall: WallTime) -> WallTime {
+        switch job.spec.schedule {
+        case .every(let interval, _):
+            guard let anchor = job.anchorWall else { return scheduledWall }
+            let period = max(1, interval.nanoseconds)
+            let slack = min(period / 4, 50_000_000)
+            let offset = (scheduledWall - anchor).nanoseconds + slack
+            let index = offset >= 0 ? offset / period : -((-offset + period - 1) / period)
+            return anchor + .nanoseconds(index * period)
+        case .after(let delay):
+            return job.origin == .runtime ? job.addedWall + delay : scheduledWall
+        case .at(let time):
+            return time
+        case .cron, .calendar:
+            guard let civil = job.civil else { return scheduledWall }
+            let earliest = scheduledWall + (.zero - job.spec.jitter - .milliseconds(1))
+            return civil.next(after: earliest).map { min($0, scheduledWall) } ?? scheduledWall
+        }
+    }
+
+    /// A shared job's scheduled fire: claim it, then fire it (or not) when the claim is decided. The
+    /// fire runs with the claimed instant as its scheduled time, the same whichever node runs it.
+    mutating func claimThenFire(_ name: JobName, _ pending: PendingFire) -> String {
+        guard settings.clusterNode != nil, clusterRole == .leader, var job = jobs[name] else {
+            log(.debug, name, "fire at \(RFC3339.format(pending.scheduledWall)) not run here: this node does not lead the cluster")
+            return "skipped"
+        }
+        var claimed = pending
+        claimed.scheduledWall = claimInstant(job, scheduledWall: pending.scheduledWall)
+        let token = nextClaimToken
+        nextClaimToken += 1
+        claims[token] = claimed
+        job.claiming += 1
+        jobs[name] = job
+        out.append(.claim(name, jobID: job.id, instant: claimed.scheduledWall, token: token))
+        return "claiming"
+    }
+
+    mutating func claimDecided(_ name: JobName, jobID: UInt64, token: UInt64, won: Bool, reason: String) {
+        guard let pending = claims.removeValue(forKey: token), var job = jobs[name], job.id == jobID else { return }
+        job.claiming -= 1
+        jobs[name] = job
+        guard won else {
+            log(.notice, name, "fire at \(RFC3339.format(pending.scheduledWall)) not run here: \(reason)")
+            return
+        }
+        if let count = job.spec.count, job.acceptedFires >= count { return }
+        fire(name, pending, claimed: true)
+        persistFire(name)
+    }
+
+    /// This node now holds the leader key: arm every shared job from the last instant claimed in etcd,
+    /// applying each job's misfire policy to what fell due while no node led.
+    mutating func becomeLeader(claims: [JobName: WallTime]) {
+        guard let node = settings.clusterNode else { return }
+        let wasLeader = clusterRole == .leader
+        clusterRole = .leader
+        clusterLeader = node
+        var count = 0
+        for name in jobs.keys.sorted() {
+            guard var job = jobs[name], job.shared else { continue }
+            count += 1
+            disarm(job)
+            job.replays = []
+            if let claimed = claims[name] {
+                job.lastScheduledWall = claimed
+                // A config job's grid is its own node's: go on from the previous leader's instead.
+                if job.origin != .runtime, case .every = job.spec.schedule { job.anchorWall = claimed }
+            } else if job.origin != .runtime {
+                job.lastScheduledWall = nil
+            }
+            if job.state != .finished {
+                catchUp(&job, configJob: job.origin != .runtime, paused: job.state == .paused,
+                        missedWhile: "while no node led the cluster")
+            }
+            jobs[name] = job
+            if job.state == .scheduled { arm(name) }
+            runMissed(name)
+        }
+        if !wasLeader { log(.notice, "cluster: this node (\(node)) now leads: it runs the \(count) shared job(s)") }
+    }
+
+    /// This node does not lead (any more): shared jobs stop here at once. Runs already going finish;
+    /// fires not yet started are dropped (their instants may already be claimed: they are not run twice).
+    mutating func notLeading(role: ClusterRole, leader: String?, reason: String) {
+        let wasLeader = clusterRole == .leader
+        clusterRole = role
+        clusterLeader = leader
+        guard wasLeader else { return }
+        log(.warning, "cluster: this node no longer leads (\(reason)); it starts no shared job until it leads again")
+        var dropped = 0
+        for name in jobs.keys.sorted() {
+            guard var job = jobs[name], job.shared else { continue }
+            disarm(job)
+            dropped += job.replays.count + job.pending
+            job.replays = []
+            job.queued = nil
+            if job.waitingForSlot > 0 {
+                waiting.removeAll { $0.jobID == job.id }
+                job.waitingForSlot = 0
+            }
+            jobs[name] = job
+        }
+        if dropped > 0 { log(.warning, "cluster: \(dropped) pending shared fire(s) dropped with the leadership") }
+    }
+}

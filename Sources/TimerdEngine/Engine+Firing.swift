@@ -1,0 +1,310 @@
+import TimerdCore
+
+/// What becomes of a fire: held for a mode, claimed in the cluster, limited by the owner's run rate,
+/// decided by the overlap policy, parked for a run slot, started; and what happens when a run ends.
+extension Engine {
+    // MARK: - Fires
+
+    /// Handles one fire of a job by its mode, overlap policy and the daemon's run cap. Returns what
+    /// happened: `started`, `queued`, `waiting` (for a run slot), `held`, `claiming` or `skipped`.
+    @discardableResult
+    mutating func fire(_ name: JobName, _ pending: PendingFire, claimed: Bool = false) -> String {
+        guard var job = jobs[name] else { return "skipped" }
+        if pending.kind == .scheduled, !Mode.includes(job.spec.modes, currentMode) {
+            return hold(name, pending)
+        }
+        // A shared job's scheduled fire runs only once this node has won it in etcd.
+        if pending.kind == .scheduled, job.shared, !claimed {
+            return claimThenFire(name, pending)
+        }
+        if pending.kind == .scheduled, !takeRunToken(ownerUID: job.ownerUID) {
+            noteSkip(name, count: 1, scheduled: pending.scheduledWall, sequence: pending.sequence,
+                     reason: "uid \(job.ownerUID)'s jobs started \(settings.userMaxRunsPerMinute) runs in the last minute (user_max_runs_per_minute)")
+            return "skipped"
+        }
+        let busy = !job.active.isEmpty || job.waitingForSlot > 0
+        if busy {
+            let holder = job.active.first.map { "run \($0.id) is still going" } ?? "the previous fire is still waiting for a run slot"
+            switch job.spec.overlap {
+            case .skip:
+                noteSkip(name, count: 1, scheduled: pending.scheduledWall, sequence: pending.sequence, reason: "\(holder) (overlap=skip)")
+                return "skipped"
+            case .queue, .replace:
+                if job.queued != nil {
+                    noteSkip(name, count: 1, scheduled: pending.scheduledWall, sequence: pending.sequence,
+                             reason: "\(holder) and a fire is already queued (overlap=\(job.spec.overlap))")
+                    return "skipped"
+                }
+                job.queued = pending
+                if pending.kind == .scheduled { job.acceptedFires += 1 }
+                jobs[name] = job
+                let replace = job.spec.overlap == .replace
+                let reason = replace ? "\(holder); stopping it to start anew (overlap=replace)" : "\(holder); fire queued (overlap=queue)"
+                log(.info, name, reason)
+                noteWaiting(name, pending, outcome: .queued, reason: reason)
+                if replace {
+                    for run in job.active {
+                        out.append(.stopRun(name, jobID: job.id, run: run.id, reason: "replaced by a new fire (overlap=replace)", kill: false))
+                    }
+                }
+                return "queued"
+            case .allow:
+                break
+            }
+        }
+        if pending.kind == .scheduled { job.acceptedFires += 1 }
+        jobs[name] = job
+        return startOrWait(name, pending)
+    }
+
+    /// Starts a run now, or parks it until a run slot frees up (`max_running`).
+    mutating func startOrWait(_ name: JobName, _ pending: PendingFire) -> String {
+        guard runningTotal >= settings.maxRunning else {
+            startRun(name, pending)
+            return "started"
+        }
+        guard var job = jobs[name] else { return "skipped" }
+        job.waitingForSlot += 1
+        jobs[name] = job
+        waiting.append((name, job.id, pending))
+        let reason = "fire waits for a run slot (max_running=\(settings.maxRunning) runs already going)"
+        log(.notice, name, reason)
+        noteWaiting(name, pending, outcome: .waiting, reason: reason)
+        return "waiting"
+    }
+
+    private mutating func startRun(_ name: JobName, _ pending: PendingFire) {
+        guard var job = jobs[name] else { return }
+        let runID = job.nextRunID
+        job.nextRunID += 1
+        job.runs += 1
+        let lateness = now.mono - pending.scheduled
+        job.active.append(ActiveRun(
+            id: runID, startedMono: now.mono, startedWall: now.wall, kind: pending.kind, scheduledWall: pending.scheduledWall,
+            lateness: lateness, sequence: pending.sequence))
+        job.lastStarted = (runID, now.wall, lateness)
+        jobs[name] = job
+        runningTotal += 1
+        out.append(.startRun(RunStart(
+            job: name, jobID: job.id, run: runID, kind: pending.kind, scheduled: pending.scheduledWall, lateness: lateness,
+            spec: job.spec, ownerUID: job.ownerUID)))
+        let late = lateness > .milliseconds(1) ? ", \(DurationText.format(.milliseconds(lateness.nanoseconds / 1_000_000))) late" : ""
+        log(.info, name, run: runID,
+            "starting (\(pending.kind == .manual ? "by hand" : "scheduled at \(RFC3339.format(pending.scheduledWall))")\(late))")
+        decide(.started(name, run: runID, scheduled: pending.kind == .manual ? nil : pending.scheduledWall,
+                        lateness: pending.kind == .manual ? nil : lateness))
+        if pending.sequence != 0 {
+            record(FireRecord(job: name, sequence: pending.sequence, scheduled: pending.scheduledWall, outcome: .ran,
+                              run: runID, lateness: lateness))
+        }
+    }
+
+    /// Holds a scheduled fire while the daemon is in a mode the job does not run in. A job holds at most
+    /// one fire (a repeating job fires once when its mode returns, not a burst); later ones are skipped.
+    mutating func hold(_ name: JobName, _ pending: PendingFire) -> String {
+        guard var job = jobs[name] else { return "skipped" }
+        guard job.heldFire == nil else {
+            noteSkip(name, count: 1, scheduled: pending.scheduledWall, sequence: pending.sequence,
+                     reason: "held: the daemon is in mode \(currentMode) and one fire is already held")
+            return "skipped"
+        }
+        job.heldFire = pending
+        job.heldSince = now.wall
+        job.acceptedFires += 1
+        jobs[name] = job
+        let reason = "fire held: the daemon is in mode \(currentMode); the job runs in \(job.spec.modes.joined(separator: ","))"
+        log(.info, name, reason)
+        decide(.held(name, scheduled: pending.scheduledWall, reason: reason))
+        if pending.sequence != 0 {
+            record(FireRecord(job: name, sequence: pending.sequence, scheduled: pending.scheduledWall, outcome: .held, reason: reason))
+        }
+        return "held"
+    }
+
+    /// Takes one of the owner's runs for this minute (`user_max_runs_per_minute`); root's and timerd's
+    /// own jobs are not limited. False when the owner is over the limit.
+    mutating func takeRunToken(ownerUID: UInt32) -> Bool {
+        guard !settings.isAdmin(ownerUID) else { return true }
+        let limit = settings.userMaxRunsPerMinute
+        var bucket = runBuckets[ownerUID] ?? TokenBucket(capacity: limit, perSecond: Double(limit) / 60, now: now.mono)
+        if bucket.capacity != Double(limit) { bucket = TokenBucket(capacity: limit, perSecond: Double(limit) / 60, now: now.mono) }
+        let taken = bucket.take(now: now.mono)
+        runBuckets[ownerUID] = bucket
+        return taken
+    }
+
+    // MARK: - Runs
+
+    mutating func runStarted(_ name: JobName, jobID: UInt64, run: Int, pid: Int32?) {
+        log(.debug, name, run: run, pid.map { "started, pid \($0)" } ?? "request started")
+        decide(.running(name, run: run, pid: pid))
+    }
+
+    mutating func runFinished(_ name: JobName, jobID: UInt64, run runID: Int, outcome: RunOutcome) {
+        runningTotal -= 1
+        runsByResult[outcome.result, default: 0] += 1
+        let summary = "\(outcome.result.rawValue): \(outcome.reason) after \(DurationText.format(.milliseconds(outcome.duration.nanoseconds / 1_000_000)))"
+        if var job = jobs[name], job.id == jobID {
+            let finished = job.active.first { $0.id == runID }
+            job.active.removeAll { $0.id == runID }
+            let previous = job.lastOutcome?.outcome.result
+            if let finished {
+                let history = RunRecord(
+                    job: name, run: runID, scheduledAt: finished.kind == .manual ? nil : finished.scheduledWall,
+                    startedAt: finished.startedWall, lateness: finished.kind == .manual ? nil : finished.lateness, outcome: outcome)
+                if job.spec.historyLimit > 0, job.spec.owner == nil { out.append(.persist(.run(history, keep: job.spec.historyLimit))) }
+                if job.shared { out.append(.publishRun(history)) }
+                if finished.sequence != 0 {
+                    record(FireRecord(job: name, sequence: finished.sequence, scheduled: finished.scheduledWall, outcome: .ran,
+                                      run: runID, lateness: finished.lateness, result: outcome.result))
+                }
+            }
+            job.lastOutcome = (runID, outcome)
+            job.runsByResult[outcome.result, default: 0] += 1
+            if outcome.result == .ok { job.lastSuccess = outcome.finishedWall }
+            jobs[name] = job
+            decide(.finished(name, run: runID, outcome: outcome))
+            log(outcome.result == .ok ? .info : .warning, name, run: runID, summary)
+            // `on_failure` when a run fails after a success (or as the job's first run), `on_recovery` when
+            // one succeeds after a failure: once per transition.
+            if outcome.result == .ok {
+                if let previous, previous != .ok, job.spec.onRecovery != nil {
+                    out.append(.notifyTransition(name, run: runID, outcome: outcome, recovered: true))
+                }
+            } else if previous == nil || previous == .ok, job.spec.onFailure != nil {
+                out.append(.notifyTransition(name, run: runID, outcome: outcome, recovered: false))
+            }
+            if job.active.isEmpty, let queued = job.queued {
+                job.queued = nil
+                jobs[name] = job
+                if !shuttingDown { _ = startOrWait(name, queued) }
+            }
+            runMissed(name)
+            noteIfIdleAndFinished(name)
+        } else {
+            orphanRuns.removeAll { $0.jobID == jobID && $0.run == runID }
+            log(.info, name, run: runID, "run of a removed job ended: \(summary)")
+        }
+        startWaitingRuns()
+        if shuttingDown, runningTotal == 0 { out.append(.drained) }
+    }
+
+    /// Starts parked fires while there are free run slots, oldest first.
+    mutating func startWaitingRuns() {
+        while runningTotal < settings.maxRunning, !waiting.isEmpty, !shuttingDown {
+            let next = waiting.removeFirst()
+            guard var job = jobs[next.name], job.id == next.jobID else { continue }
+            job.waitingForSlot -= 1
+            jobs[next.name] = job
+            startRun(next.name, next.fire)
+        }
+    }
+
+    /// Starts the next missed fire queued by `catchUp` once the job has nothing running; called again
+    /// when each of its runs ends.
+    mutating func runMissed(_ name: JobName) {
+        guard var job = jobs[name], !job.replays.isEmpty, job.active.isEmpty, job.waitingForSlot == 0,
+              !shuttingDown else { return }
+        let due = job.replays.removeFirst()
+        jobs[name] = job
+        let late = max(.zero, now.wall - due)
+        decide(.fired(name, scheduled: due, lateness: late))
+        fire(name, PendingFire(kind: .scheduled, scheduled: now.mono - late, scheduledWall: due, sequence: newFireRecord(name, scheduled: due)))
+        persistFire(name)
+    }
+
+    // MARK: - Fires not run
+
+    /// Records fires that did not run, with the reason users will ask for.
+    mutating func noteSkip(_ name: JobName, count: Int, scheduled: WallTime?, sequence: UInt64 = 0, reason: String) {
+        guard var job = jobs[name] else { return }
+        skippedTotal += count
+        job.skipped += count
+        job.lastSkip = (now.wall, reason)
+        jobs[name] = job
+        log(.notice, name, count == 1 ? "fire skipped: \(reason)" : "\(count) fires skipped: \(reason)")
+        decide(.skipped(name, scheduled: scheduled, count: count, reason: reason))
+        if sequence != 0, let scheduled {
+            record(FireRecord(job: name, sequence: sequence, scheduled: scheduled, outcome: .skipped, reason: reason))
+        }
+    }
+
+    /// Records fires missed while the daemon could not fire (counted as skipped, as `show` reports them).
+    mutating func noteMissed(_ name: JobName, count: Int, scheduled: WallTime?, reason: String) {
+        guard var job = jobs[name] else { return }
+        skippedTotal += count
+        job.skipped += count
+        job.lastSkip = (now.wall, reason)
+        jobs[name] = job
+        log(.notice, name, count == 1 ? "fire skipped: \(reason)" : "\(count) fires skipped: \(reason)")
+        decide(.missed(name, scheduled: scheduled, count: count, reason: reason))
+        if let scheduled {
+            let sequence = newFireRecord(name, scheduled: scheduled)
+            record(FireRecord(job: name, sequence: sequence, scheduled: scheduled, outcome: .missed,
+                              reason: count == 1 ? reason : "\(reason) (\(count) fires from this one on)"))
+        }
+    }
+
+    /// A fire that waits (behind a run, for a slot): said once, and recorded until it starts.
+    private mutating func noteWaiting(_ name: JobName, _ pending: PendingFire, outcome: FireOutcome, reason: String) {
+        decide(.queued(name, scheduled: pending.scheduledWall, reason: reason))
+        if pending.sequence != 0 {
+            record(FireRecord(job: name, sequence: pending.sequence, scheduled: pending.scheduledWall, outcome: outcome, reason: reason))
+        }
+    }
+
+    // MARK: - Records
+
+    /// Numbers a new due fire of `name` (its `WHY` record is written by what becomes of it).
+    mutating func newFireRecord(_ name: JobName, scheduled: WallTime) -> UInt64 {
+        guard var job = jobs[name] else { return 0 }
+        job.fireSequence += 1
+        jobs[name] = job
+        return job.fireSequence
+    }
+
+    mutating func record(_ record: FireRecord) {
+        guard let job = jobs[record.job], job.spec.owner == nil, settings.fireRecordsKept > 0 else { return }
+        out.append(.persist(.fireRecord(record, keep: settings.fireRecordsKept)))
+    }
+
+    /// Jobs that come back after a restart: added at run time and not bound to an owner.
+    func isDurable(_ job: EngineJob) -> Bool { job.origin == .runtime && job.spec.owner == nil }
+
+    func storedState(_ job: EngineJob) -> StoredJobState {
+        StoredJobState(
+            name: job.spec.name, options: job.spec.options, paused: job.state == .paused, runs: job.runs, addedAt: job.addedWall,
+            lastScheduled: job.lastScheduledWall, anchor: job.anchorWall, ownerUID: job.ownerUID, shared: job.shared)
+    }
+
+    /// Stores the job as it is now (if it is durable).
+    mutating func persistJob(_ name: JobName) {
+        guard let job = jobs[name], isDurable(job) else { return }
+        out.append(.persist(.job(storedState(job))))
+    }
+
+    /// Stores a job's last scheduled fire and run count.
+    mutating func persistFire(_ name: JobName) {
+        guard let job = jobs[name] else { return }
+        if isDurable(job) {
+            out.append(.persist(.fire(name, runs: job.runs, lastScheduled: job.lastScheduledWall, configJob: false)))
+        } else if job.origin != .runtime, job.lastScheduledWall != nil {
+            out.append(.persist(.fire(name, runs: job.runs, lastScheduled: job.lastScheduledWall, configJob: true)))
+        }
+    }
+
+    /// Queues a finished runtime job with nothing in flight for pruning.
+    mutating func noteIfIdleAndFinished(_ name: JobName) {
+        guard let job = jobs[name], job.origin == .runtime, job.state == .finished, job.isIdle else { return }
+        finishedRuntimeJobs.append((name, job.id))
+        while finishedRuntimeJobs.count > Self.finishedRuntimeJobsKept {
+            let (oldest, id) = finishedRuntimeJobs.removeFirst()
+            // Only if it is still that same finished job (not cancelled, re-added, or re-run meanwhile).
+            if let job = jobs[oldest], job.id == id, job.state == .finished, job.isIdle {
+                jobs[oldest] = nil
+                if isDurable(job) { out.append(.persist(.deleteJob(oldest))) }
+                log(.debug, oldest, "forgotten: more than \(Self.finishedRuntimeJobsKept) finished runtime jobs are kept")
+            }
+        }
+    }
+}

@@ -1,0 +1,310 @@
+import TimerdCore
+
+/// A job to add, as a request or a config file declares it.
+package struct AddJob: Sendable {
+    package var spec: JobSpec
+    package var origin: JobOrigin
+    package var owner: Requester
+    /// The cron or calendar schedule resolved in its zone (reading zones is I/O: the caller does it).
+    package var civil: CivilSchedule?
+    /// The control connection that adds it (`owner=connection` binds to it).
+    package var connection: Int?
+
+    package init(spec: JobSpec, origin: JobOrigin, owner: Requester, civil: CivilSchedule?, connection: Int? = nil) {
+        self.spec = spec
+        self.origin = origin
+        self.owner = owner
+        self.civil = civil
+        self.connection = connection
+    }
+}
+
+/// A config job as a (re)load declares it.
+package struct DeclaredJob: Sendable {
+    package var spec: JobSpec
+    package var file: String
+    package var line: Int
+    package var civil: CivilSchedule?
+
+    package init(spec: JobSpec, file: String, line: Int, civil: CivilSchedule?) {
+        self.spec = spec
+        self.file = file
+        self.line = line
+        self.civil = civil
+    }
+}
+
+/// A runtime job read back from `state.db` at start-up.
+package struct RestoredJob: Sendable {
+    package var stored: StoredJobState
+    package var spec: JobSpec
+    package var civil: CivilSchedule?
+
+    package init(stored: StoredJobState, spec: JobSpec, civil: CivilSchedule?) {
+        self.stored = stored
+        self.spec = spec
+        self.civil = civil
+    }
+}
+
+/// What `state.db` holds for the engine at start-up.
+package struct RestoredState: Sendable {
+    /// Runtime jobs, in the order they were added.
+    package var jobs: [RestoredJob] = []
+    /// Config jobs' last scheduled fires.
+    package var configFires: [JobName: WallTime] = [:]
+    /// Every job's newest run in the history, for `show`.
+    package var lastRuns: [JobName: RunRecord] = [:]
+    /// Every job's newest `WHY` record number, so new records follow the old ones.
+    package var fireSequences: [JobName: UInt64] = [:]
+
+    package init() {}
+}
+
+/// Where this node stands in the cluster.
+package enum ClusterRole: String, Sendable {
+    case connecting, leader, follower, unavailable
+}
+
+/// Everything that can happen to the engine.
+package enum Input: Sendable {
+    // Requests. Each is answered by exactly one `Effect.reply`.
+    case add(AddJob)
+    /// With `checkOnly`, only says what the change would answer (before a cluster write).
+    case cancel([JobName], by: Requester, checkOnly: Bool)
+    case pause([JobName], by: Requester, checkOnly: Bool)
+    case resume([JobName], ResumeMode, by: Requester, checkOnly: Bool)
+    /// `RUN`: fire once now, outside the schedule.
+    case runNow(JobName, by: Requester)
+    case switchMode(String)
+    /// The config was read (at start-up, or again): its jobs and `max_running`.
+    case reload([DeclaredJob], maxRunning: Int)
+    /// Start-up, after the config: the runtime jobs and config jobs' last fires from `state.db`.
+    case restore(RestoredState)
+
+    // Timers, runs, the host.
+    /// A job's armed deadline was reached.
+    case deadlineReached(JobName, jobID: UInt64)
+    case runStarted(JobName, jobID: UInt64, run: Int, pid: Int32?)
+    case runFinished(JobName, jobID: UInt64, run: Int, RunOutcome)
+    /// The wall clock was set (an NTP step, `date -s`, a resume from suspend, a test clock).
+    case wallClockSet(reason: String)
+    /// Time zone rules were read again: the jobs whose resolved schedule changed.
+    case zonesChanged([JobName: CivilSchedule])
+    /// An `owner=pid:N` job's process exited.
+    case ownerGone(JobName, jobID: UInt64, reason: String)
+    /// A control connection closed: its `owner=connection` jobs go.
+    case connectionClosed(Int)
+    /// Stop: no more fires; `Effect.drained` once no run is left.
+    case shutdown
+    /// SIGKILL every run (the stop's grace ran out, or a second SIGTERM).
+    case killAll(reason: String)
+
+    // Cluster mode.
+    /// This node leads: shared jobs go on from the last instants claimed in etcd.
+    case leading(claims: [JobName: WallTime])
+    case notLeading(ClusterRole, leader: String?, reason: String)
+    case claimDecided(JobName, jobID: UInt64, token: UInt64, won: Bool, reason: String)
+}
+
+/// The answer to a request input.
+package enum Reply: Sendable, Equatable {
+    case done
+    /// `RUN`: what became of the fire (`started`, `queued`, `waiting`, `held`, `claiming`, `skipped`).
+    case fire(String)
+    /// `MODE NAME`: the jobs whose held fires were released.
+    case released([JobName])
+}
+
+/// The engine's fixed settings.
+package struct EngineSettings: Sendable {
+    package var maxRunning: Int
+    /// Runs per minute of each non-root user's jobs (`user_max_runs_per_minute`).
+    package var userMaxRunsPerMinute: Int
+    /// Jobs per non-root user (`user_max_jobs`).
+    package var userMaxJobs: Int
+    /// The seed of fixed jitter (`/etc/machine-id`).
+    package var machineID: String
+    /// Seeds the random jitter, so a run of the engine can be repeated exactly.
+    package var seed: UInt64
+    /// This node's name in cluster mode (nil on a single host).
+    package var clusterNode: String?
+    /// `WHY` records kept per job.
+    package var fireRecordsKept: Int
+    /// timerd's own uid: its jobs, like root's, are not limited per user.
+    package var daemonUID: UInt32
+
+    package init(maxRunning: Int = 64, userMaxRunsPerMinute: Int = 600, userMaxJobs: Int = 1_000, machineID: String = "",
+                 seed: UInt64 = 0, clusterNode: String? = nil, fireRecordsKept: Int = Limits.fireRecordsKept,
+                 daemonUID: UInt32 = 0) {
+        self.daemonUID = daemonUID
+        self.maxRunning = maxRunning
+        self.userMaxRunsPerMinute = userMaxRunsPerMinute
+        self.userMaxJobs = userMaxJobs
+        self.machineID = machineID
+        self.seed = seed
+        self.clusterNode = clusterNode
+        self.fireRecordsKept = fireRecordsKept
+    }
+
+    /// Root and timerd's own user: they may change every job, and their jobs are not limited.
+    package func isAdmin(_ uid: UInt32) -> Bool { uid == 0 || uid == daemonUID }
+}
+
+/// The scheduling engine: every decision about when jobs fire and what becomes of each fire, with no
+/// I/O. It never reads a clock (`now` is an argument), never touches a timer, a process, a file or a
+/// socket: it takes `Input`s and returns `Effect`s, which the daemon (or `timerctl simulate`, or a test)
+/// carries out. The same inputs at the same instants give the same effects.
+package struct Engine: Sendable {
+    package var settings: EngineSettings
+    package internal(set) var jobs = JobTable()
+    /// Fires waiting for a run slot, oldest first.
+    var waiting: [(name: JobName, jobID: UInt64, fire: PendingFire)] = []
+    package internal(set) var runningTotal = 0
+    /// Runs of jobs removed while running (still counted in `runningTotal`).
+    var orphanRuns: [(job: JobName, jobID: UInt64, run: Int)] = []
+    package internal(set) var shuttingDown = false
+    /// The daemon's mode: jobs not in it hold their fires.
+    package internal(set) var currentMode = Mode.defaultName
+    /// False until the config read at start-up is applied: `@reboot` jobs fire only then.
+    package internal(set) var initialConfigApplied = false
+    package internal(set) var skippedTotal = 0
+    package internal(set) var runsByResult: [RunOutcome.Result: Int] = [:]
+    var runBuckets: [UInt32: TokenBucket] = [:]
+    var nextJobID: UInt64 = 1
+    var nextExecNumber: UInt64 = 1
+    /// Every name a job has had in this engine's life, so a generated name is never handed out twice.
+    var namesEverUsed: Set<String> = []
+    /// Runtime jobs that finished their schedule, oldest first (pruned beyond `finishedRuntimeJobsKept`).
+    var finishedRuntimeJobs: [(name: JobName, id: UInt64)] = []
+    var random: SplitMix64
+    package internal(set) var clusterRole = ClusterRole.connecting
+    package internal(set) var clusterLeader: String?
+    var nextClaimToken: UInt64 = 1
+    var claims: [UInt64: PendingFire] = [:]
+
+    /// Finished runtime jobs kept for `show`; beyond this the oldest finished ones are forgotten.
+    static let finishedRuntimeJobsKept = 1_000
+
+    /// The effects of the input being handled.
+    var out: [Effect] = []
+    /// The instant of the input being handled.
+    var now = Instant(mono: .zero, wall: WallTime(nanosecondsSinceEpoch: 0))
+
+    package init(settings: EngineSettings) {
+        self.settings = settings
+        random = SplitMix64(seed: settings.seed)
+    }
+
+    /// Handles one input at `now` and returns what must be done, in order.
+    package mutating func handle(_ input: Input, at now: Instant) -> [Effect] {
+        self.now = now
+        out = []
+        var answer: Result<Reply, TimerdError>?
+        switch input {
+        case .add(let request):
+            answer = Result { () throws(TimerdError) in try add(request); return .done }
+        case .cancel(let names, let requester, let checkOnly):
+            answer = Result { () throws(TimerdError) in try cancel(names, by: requester, checkOnly: checkOnly); return .done }
+        case .pause(let names, let requester, let checkOnly):
+            answer = Result { () throws(TimerdError) in try pause(names, by: requester, checkOnly: checkOnly); return .done }
+        case .resume(let names, let mode, let requester, let checkOnly):
+            answer = Result { () throws(TimerdError) in
+                try resume(names, mode: mode, by: requester, checkOnly: checkOnly)
+                return .done
+            }
+        case .runNow(let name, let requester):
+            answer = Result { () throws(TimerdError) in .fire(try runNow(name, by: requester)) }
+        case .switchMode(let mode):
+            answer = .success(.released(switchMode(to: mode)))
+        case .reload(let declared, let maxRunning):
+            answer = Result { () throws(TimerdError) in try applyConfig(declared, maxRunning: maxRunning); return .done }
+        case .restore(let state):
+            restore(state)
+        case .deadlineReached(let name, let jobID):
+            deadlineReached(name, jobID: jobID)
+        case .runStarted(let name, let jobID, let run, let pid):
+            runStarted(name, jobID: jobID, run: run, pid: pid)
+        case .runFinished(let name, let jobID, let run, let outcome):
+            runFinished(name, jobID: jobID, run: run, outcome: outcome)
+        case .wallClockSet(let reason):
+            wallClockSet(reason: reason)
+        case .zonesChanged(let schedules):
+            zonesChanged(schedules)
+        case .ownerGone(let name, let jobID, let reason):
+            if jobs[name]?.id == jobID { remove(name, reason: reason) }
+        case .connectionClosed(let connection):
+            for name in jobs.owned(byConnection: connection) {
+                remove(name, reason: "cancelled: the control connection that added it (owner=connection) closed")
+            }
+        case .shutdown:
+            shutdown()
+        case .killAll(let reason):
+            killAll(reason: reason)
+        case .leading(let claims):
+            becomeLeader(claims: claims)
+        case .notLeading(let role, let leader, let reason):
+            notLeading(role: role, leader: leader, reason: reason)
+        case .claimDecided(let name, let jobID, let token, let won, let reason):
+            claimDecided(name, jobID: jobID, token: token, won: won, reason: reason)
+        }
+        if let answer { out.append(.reply(answer)) }
+        return out
+    }
+
+    // MARK: - Reading
+
+    package func job(_ name: JobName) -> EngineJob? { jobs[name] }
+
+    /// A name for `EXEC` that no job in this engine's life has had.
+    package mutating func generateName() -> JobName {
+        while true {
+            let candidate = "exec-\(nextExecNumber)"
+            nextExecNumber += 1
+            if !namesEverUsed.contains(candidate), let name = try? JobName(candidate) { return name }
+        }
+    }
+
+    /// Jobs carrying `tag`, sorted by name.
+    package func names(withTag tag: String) -> [JobName] {
+        jobs.compactMap { $0.value.spec.tags.contains(tag) ? $0.key : nil }.sorted()
+    }
+
+    /// The wall-clock time of the job's next fire, if it is scheduled.
+    package func nextFire(_ job: EngineJob) -> WallTime? {
+        guard job.state == .scheduled else { return nil }
+        if job.shared, clusterRole != .leader { return followerNextFire(job) }
+        if let mono = job.nextMono { return now.wall(of: mono) }
+        return job.nextWall
+    }
+
+    // MARK: - Emitting
+
+    mutating func log(_ level: LogLevel, _ name: JobName?, run: Int? = nil, _ message: String) {
+        out.append(.log(level, job: name, run: run, message))
+    }
+
+    /// A log line about the daemon, not one job.
+    mutating func log(_ level: LogLevel, _ message: String) {
+        out.append(.log(level, job: nil, run: nil, message))
+    }
+
+    mutating func decide(_ decision: Decision) {
+        out.append(.decision(decision))
+    }
+}
+
+/// SplitMix64: a small, fast, seedable generator (for reproducible jitter).
+package struct SplitMix64: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+
+    package init(seed: UInt64) { state = seed }
+
+    package mutating func next() -> UInt64 {
+        state &+= 0x9e37_79b9_7f4a_7c15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
+        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
+        return z ^ (z >> 31)
+    }
+}

@@ -1,0 +1,155 @@
+import TimerdCore
+
+/// The fire instants of a repeating schedule on the monotonic clock: `first + k·interval`.
+///
+/// Keeping the grid (instead of "last fire + interval") keeps a job's phase: a late fire does not push
+/// every later one back, and a resumed job stays on its original beat.
+package struct FireGrid: Equatable, Sendable {
+    /// Fire number 0.
+    package var first: MonoInstant
+    package var interval: Duration
+
+    package init(first: MonoInstant, interval: Duration) {
+        self.first = first
+        self.interval = max(.nanoseconds(1), interval)
+    }
+
+    package func instant(_ index: Int64) -> MonoInstant {
+        first + .nanoseconds(index.multipliedReportingOverflow(by: interval.nanoseconds).partialValue)
+    }
+
+    /// The index of the first grid point strictly after `time` (0 if `time` is before the first one).
+    package func index(after time: MonoInstant) -> Int64 {
+        guard time >= first else { return 0 }
+        return (time - first).nanoseconds / interval.nanoseconds + 1
+    }
+
+    /// The index of the last grid point at or before `time`, or nil when `time` is before the first one.
+    package func index(atOrBefore time: MonoInstant) -> Int64? {
+        guard time >= first else { return nil }
+        return (time - first).nanoseconds / interval.nanoseconds
+    }
+}
+
+/// One fire that has been accepted but not started yet.
+package struct PendingFire: Sendable, Equatable {
+    package var kind: FireKind
+    /// When it was due, on both clocks.
+    package var scheduled: MonoInstant
+    package var scheduledWall: WallTime
+    /// Its `WHY` record (0: a fire by hand, which has none).
+    package var sequence: UInt64
+}
+
+/// A run in progress, as the engine sees it.
+package struct ActiveRun: Sendable, Equatable {
+    package var id: Int
+    package var startedMono: MonoInstant
+    package var startedWall: WallTime
+    package var kind: FireKind
+    /// When the fire was due (for the history).
+    package var scheduledWall: WallTime
+    package var lateness: Duration
+    package var sequence: UInt64
+}
+
+/// Everything the engine knows about one job: its spec, where its schedule stands, what waits and what
+/// runs. No timers, handles or descriptors: those belong to the interpreter.
+package struct EngineJob: Sendable {
+    package let id: UInt64
+    package var spec: JobSpec
+    package var origin: JobOrigin
+    /// The uid of the user who added it (timerd's own for config jobs).
+    package let ownerUID: UInt32
+    package var state: JobState = .scheduled
+
+    // Schedule position.
+    package var grid: FireGrid?
+    package var nextIndex: Int64 = 0
+    /// Monotonic deadline of the next fire (`every`, `in`, and a fire set by `RESUME after=`), or nil.
+    package var nextMono: MonoInstant?
+    /// Wall-clock deadline of the next fire (`at`, cron and calendar, jitter included), or nil.
+    package var nextWall: WallTime?
+    /// A cron or calendar job's schedule, resolved in its zone (boxed: large, and most jobs have none).
+    package var civil: CivilSchedule? {
+        get { civilBox?.schedule }
+        set { civilBox = newValue.map(CivilBox.init) }
+    }
+    private var civilBox: CivilBox?
+    /// The scheduled time (jitter not included) of a cron or calendar job's next fire.
+    package var nextNominal: WallTime?
+    /// Where a cron or calendar schedule counts from: when it was armed, then each fire's scheduled time.
+    package var civilBase: WallTime?
+    /// Scheduled fires accepted so far (checked against `count`).
+    package var acceptedFires = 0
+
+    // Durable position.
+    package var addedWall = WallTime(nanosecondsSinceEpoch: 0)
+    /// `every` jobs: the wall time of grid fire 0, so the phase survives restarts.
+    package var anchorWall: WallTime?
+    /// The scheduled time of the last scheduled fire: missed fires are the schedule's times after it.
+    package var lastScheduledWall: WallTime?
+    /// `misfire=all`: missed fires still to run, oldest first, each after the previous run ends.
+    package var replays: [WallTime] = []
+
+    // Cluster mode.
+    package var shared = false
+    /// etcd's revision of the record this job was last built from.
+    package var sharedRevision: Int64 = 0
+
+    // Runs.
+    package var runs = 0
+    package var nextRunID = 1
+    package var active: [ActiveRun] = []
+    /// The one fire queued behind a running one (`overlap=queue`, or `replace` waiting for the old run).
+    package var queued: PendingFire?
+    package var waitingForSlot = 0
+    /// Fires sent to be claimed in etcd, not decided yet.
+    package var claiming = 0
+
+    // What happened last.
+    package var lastStarted: (id: Int, at: WallTime, lateness: Duration)?
+    package var lastOutcome: (id: Int, outcome: RunOutcome)?
+    package var skipped = 0
+    package var lastSkip: (at: WallTime, reason: String)?
+    package var runsByResult: [RunOutcome.Result: Int] = [:]
+    package var lastSuccess: WallTime?
+
+    // Owner and mode.
+    /// The control connection of an `owner=connection` job.
+    package var ownerConnection: Int?
+    /// The one fire held while the daemon is in a mode the job does not run in.
+    package var heldFire: PendingFire?
+    package var heldSince: WallTime?
+    /// Numbers this job's due fires (`FireRecord.sequence`).
+    package var fireSequence: UInt64 = 0
+
+    package init(id: UInt64, spec: JobSpec, origin: JobOrigin, ownerUID: UInt32) {
+        self.id = id
+        self.spec = spec
+        self.origin = origin
+        self.ownerUID = ownerUID
+    }
+
+    /// Fires accepted and not started: queued behind a run, or waiting for a slot.
+    package var pending: Int { (queued == nil ? 0 : 1) + waitingForSlot }
+
+    /// Nothing runs, waits or is held: a finished job in this state can be forgotten.
+    package var isIdle: Bool {
+        active.isEmpty && queued == nil && waitingForSlot == 0 && heldFire == nil && replays.isEmpty && claiming == 0
+    }
+
+    /// The next deadline to arm, if the job is scheduled and has one.
+    package var deadline: Deadline? {
+        guard state == .scheduled else { return nil }
+        if let nextMono { return .mono(nextMono) }
+        if let nextWall { return .wall(nextWall) }
+        return nil
+    }
+}
+
+/// Holds a `CivilSchedule` out of line (see `EngineJob.civil`).
+final class CivilBox: Sendable {
+    let schedule: CivilSchedule
+    init(_ schedule: CivilSchedule) { self.schedule = schedule }
+}

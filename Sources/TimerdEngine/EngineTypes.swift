@@ -1,0 +1,250 @@
+import TimerdCore
+
+/// Where a job came from.
+package enum JobOrigin: Equatable, Sendable {
+    case config(file: String, line: Int)
+    case runtime
+
+    package var label: String {
+        if case .runtime = self { return "runtime" }
+        return "config"
+    }
+}
+
+/// Why a fire happened: on schedule, or by hand (`RUN`, which does not count toward `count`).
+package enum FireKind: Sendable {
+    case scheduled
+    case manual
+}
+
+package enum JobState: String, Sendable {
+    case scheduled, paused, finished
+}
+
+/// When to wake a job up: a monotonic instant (interval and delay jobs) or a wall-clock time (`at`, cron
+/// and calendar jobs, which must follow the wall clock when it is set).
+package enum Deadline: Equatable, Sendable {
+    case mono(MonoInstant)
+    case wall(WallTime)
+}
+
+/// How a run ended.
+package struct RunOutcome: Sendable, Equatable {
+    package enum Result: String, Sendable, CaseIterable { case ok, failed, timeout, killed }
+    package var result: Result
+    package var exitCode: Int?
+    package var signal: Int?
+    /// A webhook run's last HTTP status.
+    package var httpStatus: Int?
+    /// Human-readable cause, e.g. "exited with status 3" or "timed out after 5s; killed with SIGTERM".
+    package var reason: String
+    package var finishedWall: WallTime
+    package var duration: Duration
+
+    package init(result: Result, exitCode: Int? = nil, signal: Int? = nil, httpStatus: Int? = nil, reason: String,
+                 finishedWall: WallTime, duration: Duration) {
+        self.result = result
+        self.exitCode = exitCode
+        self.signal = signal
+        self.httpStatus = httpStatus
+        self.reason = reason
+        self.finishedWall = finishedWall
+        self.duration = duration
+    }
+}
+
+/// How a paused job comes back.
+package enum ResumeMode: Sendable, Equatable {
+    case onSchedule
+    case now
+    case after(Duration)
+
+    package var isOnSchedule: Bool {
+        if case .onSchedule = self { return true }
+        return false
+    }
+}
+
+/// Who asks for a change: root and timerd's own user may change any job, others only their own.
+package struct Requester: Sendable, Equatable {
+    package var uid: UInt32
+    package var isAdmin: Bool
+    /// For log lines about refusals (e.g. `uid 1000 (pid 42)`).
+    package var label: String
+
+    package init(uid: UInt32, isAdmin: Bool, label: String) {
+        self.uid = uid
+        self.isAdmin = isAdmin
+        self.label = label
+    }
+
+    package func owns(_ ownerUID: UInt32) -> Bool { isAdmin || ownerUID == uid }
+}
+
+/// What became of one due fire, as `timerctl why` and `timerctl simulate` tell it.
+package enum FireOutcome: String, Sendable, Equatable {
+    /// A run started for it.
+    case ran
+    /// Not run: paused, overlap, rate limit, `misfire=skip` beyond the grace, a held fire already waiting.
+    case skipped
+    /// Not run because the daemon could not fire in time (stopped, starved, the clock jumped).
+    case missed
+    /// Waiting for a mode it runs in.
+    case held
+    /// Waiting behind a run still going (`overlap=queue`/`replace`).
+    case queued
+    /// Waiting for a run slot (`max_running`) or a cluster claim.
+    case waiting
+}
+
+/// One due fire and what became of it (`WHY`). Updated while it waits (`queued` → `ran`), and when its
+/// run finishes (`result`).
+package struct FireRecord: Sendable, Equatable {
+    package var job: JobName
+    /// Numbers the job's fires in this daemon's life; with `job` the record's identity while it changes.
+    package var sequence: UInt64
+    /// The due instant (the scheduled time, jitter included).
+    package var scheduled: WallTime
+    package var outcome: FireOutcome
+    package var run: Int?
+    package var lateness: Duration?
+    package var result: RunOutcome.Result?
+    package var reason: String?
+
+    package init(job: JobName, sequence: UInt64, scheduled: WallTime, outcome: FireOutcome, run: Int? = nil,
+                 lateness: Duration? = nil, result: RunOutcome.Result? = nil, reason: String? = nil) {
+        self.job = job
+        self.sequence = sequence
+        self.scheduled = scheduled
+        self.outcome = outcome
+        self.run = run
+        self.lateness = lateness
+        self.result = result
+        self.reason = reason
+    }
+}
+
+/// A decision the engine made, in the vocabulary of `timerctl simulate` and `WATCH`.
+package enum Decision: Sendable, Equatable {
+    /// A job was added (`origin` says whence).
+    case added(JobName, origin: String)
+    /// A due fire was handled (`scheduled` is when it was due, `lateness` how late it was handled).
+    case fired(JobName, scheduled: WallTime, lateness: Duration)
+    /// A run started for the fire due at `scheduled` (nil: by hand).
+    case started(JobName, run: Int, scheduled: WallTime?, lateness: Duration?)
+    /// The run's process (or request) is running (`pid` nil for a webhook).
+    case running(JobName, run: Int, pid: Int32?)
+    case finished(JobName, run: Int, outcome: RunOutcome)
+    /// `count` fires not run, for `reason` (the text `show` gives as the last skip).
+    case skipped(JobName, scheduled: WallTime?, count: Int, reason: String)
+    /// `count` fires missed while the daemon could not fire (stopped, starved, the clock jumped).
+    case missed(JobName, scheduled: WallTime?, count: Int, reason: String)
+    /// A fire held until the daemon is in a mode the job runs in.
+    case held(JobName, scheduled: WallTime, reason: String)
+    /// A fire waiting behind a run, for a run slot, or for a cluster claim.
+    case queued(JobName, scheduled: WallTime, reason: String)
+    case cancelled(JobName, reason: String)
+    case paused(JobName)
+    case resumed(JobName)
+    /// The wall clock was set.
+    case clockSet(reason: String, now: WallTime)
+    /// The daemon's mode changed.
+    case modeChanged(to: String, from: String)
+}
+
+package enum LogLevel: Int, Sendable, Comparable {
+    case debug = 7, info = 6, notice = 5, warning = 4, error = 3
+
+    package static func < (lhs: LogLevel, rhs: LogLevel) -> Bool { lhs.rawValue > rhs.rawValue }
+}
+
+/// What the interpreter stores (`state.db`) for the engine.
+package enum Persist: Sendable, Equatable {
+    /// A durable job as it is now (a runtime job without an owner).
+    case job(StoredJobState)
+    case deleteJob(JobName)
+    /// A job's last scheduled fire and run count (runtime jobs) or last scheduled fire (config jobs).
+    case fire(JobName, runs: Int, lastScheduled: WallTime?, configJob: Bool)
+    /// A finished run, for the history (pruned to `keep`).
+    case run(RunRecord, keep: Int)
+    /// A due fire and what became of it (`WHY`), replacing the record with the same job and sequence.
+    case fireRecord(FireRecord, keep: Int)
+}
+
+/// A runtime job as `state.db` keeps it.
+package struct StoredJobState: Sendable, Equatable {
+    package var name: JobName
+    package var options: [KeyValue]
+    package var paused: Bool
+    package var runs: Int
+    package var addedAt: WallTime
+    package var lastScheduled: WallTime?
+    package var anchor: WallTime?
+    package var ownerUID: UInt32
+    package var shared: Bool
+
+    package init(name: JobName, options: [KeyValue], paused: Bool, runs: Int, addedAt: WallTime, lastScheduled: WallTime?,
+                 anchor: WallTime?, ownerUID: UInt32, shared: Bool) {
+        self.name = name
+        self.options = options
+        self.paused = paused
+        self.runs = runs
+        self.addedAt = addedAt
+        self.lastScheduled = lastScheduled
+        self.anchor = anchor
+        self.ownerUID = ownerUID
+        self.shared = shared
+    }
+}
+
+/// A finished run for the history.
+package struct RunRecord: Sendable, Equatable {
+    package var job: JobName
+    package var run: Int
+    /// Nil for a run by hand.
+    package var scheduledAt: WallTime?
+    package var startedAt: WallTime
+    package var lateness: Duration?
+    package var outcome: RunOutcome
+}
+
+/// A run the interpreter must start.
+package struct RunStart: Sendable {
+    package var job: JobName
+    package var jobID: UInt64
+    package var run: Int
+    package var kind: FireKind
+    /// When the fire was due (`TIMERD_SCHEDULED_AT`).
+    package var scheduled: WallTime
+    package var lateness: Duration
+    package var spec: JobSpec
+    package var ownerUID: UInt32
+}
+
+/// Something the interpreter must do. Effects are data: tests assert on them, and the answer to one
+/// that needs an answer (a run's end, a claim's result) comes back later as an `Input`.
+package enum Effect: Sendable {
+    /// Arm (or re-arm) the job's timer for `deadline`, firing up to `leeway` late.
+    case arm(JobName, jobID: UInt64, Deadline, leeway: Duration)
+    /// Stop the job's timer.
+    case disarm(JobName, jobID: UInt64)
+    case startRun(RunStart)
+    /// SIGTERM (then SIGKILL after the kill grace) to a run, or SIGKILL now with `kill`.
+    case stopRun(JobName, jobID: UInt64, run: Int, reason: String, kill: Bool)
+    /// Cluster mode: try to win the fire of `job` at `instant` in etcd; the answer comes back as
+    /// `Input.claimDecided` with `token`.
+    case claim(JobName, jobID: UInt64, instant: WallTime, token: UInt64)
+    /// Cluster mode: tell the other nodes of a finished run of a shared job.
+    case publishRun(RunRecord)
+    case persist(Persist)
+    /// Stop watching the job's owner process (`owner=pid:N`; the interpreter watches it from the `ADD`).
+    case unwatchOwner(JobName, jobID: UInt64)
+    /// `on_failure=` / `on_recovery=`: a finished run changed the job's health.
+    case notifyTransition(JobName, run: Int, outcome: RunOutcome, recovered: Bool)
+    case decision(Decision)
+    case log(LogLevel, job: JobName?, run: Int?, String)
+    /// Every run has ended after a stop was asked for (`Input.shutdown`).
+    case drained
+    /// The answer to a request input (`add` … `reload`), in order with the effects of the change.
+    case reply(Result<Reply, TimerdError>)
+}

@@ -1,0 +1,218 @@
+import Testing
+import TimerdCore
+@testable import TimerdEngine
+
+/// The engine on a manual clock: inputs in, effects out, no threads and no sleeping.
+@Suite struct EngineTests {
+    @Test func anIntervalJobFiresOnItsGridAndKeepsItsPhaseWhenLate() {
+        var driver = Driver()
+        let start = driver.clock.now()
+        #expect(driver.add("tick", ["every": "10s"]) == .success(.done))
+        #expect(driver.armed.map(\.1) == [.mono(start.mono + .seconds(10))])
+
+        driver.reach("tick", after: .seconds(10))
+        #expect(driver.starts.map(\.scheduled) == [start.wall + .seconds(10)])
+        #expect(driver.starts.first?.lateness == .zero)
+        #expect(driver.armed.map(\.1) == [.mono(start.mono + .seconds(20))])
+        driver.finish(driver.starts[0])
+
+        // Handled 2 s late: the run says so, and the next fire stays on the grid.
+        driver.reach("tick", after: .seconds(12))
+        #expect(driver.starts.first?.lateness == .seconds(2))
+        #expect(driver.armed.map(\.1) == [.mono(start.mono + .seconds(30))])
+    }
+
+    @Test func anEarlyTimerEventIsIgnoredAndReArmed() {
+        var driver = Driver()
+        let start = driver.clock.now()
+        _ = driver.add("tick", ["every": "10s"])
+        driver.reach("tick", after: .seconds(9))
+        #expect(driver.starts.isEmpty)
+        #expect(driver.armed.map(\.1) == [.mono(start.mono + .seconds(10))])
+    }
+
+    @Test func requestsAreCheckedBeforeAnythingChanges() {
+        var driver = Driver()
+        _ = driver.add("a", ["every": "1m"])
+        #expect(driver.add("a", ["every": "1m"])?.code == .exists)
+        #expect(driver.effects.count == 1)  // the reply only
+        #expect(driver.add("past", ["at": "2020-01-01T00:00:00Z"])?.code == .badArgument)
+
+        let alice = Requester(uid: 1000, isAdmin: false, label: "uid 1000")
+        driver.handle(.cancel([T.name("a")], by: alice, checkOnly: false))
+        #expect(driver.reply?.code == .permissionDenied)
+        #expect(driver.engine.job(T.name("a")) != nil)
+        // All or nothing: one unknown name cancels none.
+        driver.handle(.cancel([T.name("a"), T.name("nope")], by: T.root, checkOnly: false))
+        #expect(driver.reply?.code == .noSuchJob)
+        #expect(driver.engine.job(T.name("a")) != nil)
+
+        var limited = Driver(settings: EngineSettings(userMaxJobs: 1))
+        #expect(limited.add("mine", ["every": "1m"], owner: alice) == .success(.done))
+        #expect(limited.add("more", ["every": "1m"], owner: alice)?.code == .tooManyJobs)
+    }
+
+    @Test func pauseSkipsWhatFallsDueAndResumeKeepsThePhase() {
+        var driver = Driver()
+        let start = driver.clock.now()
+        _ = driver.add("tick", ["every": "10s"])
+        driver.clock.advance(by: .seconds(5))
+        driver.handle(.pause([T.name("tick")], by: T.root, checkOnly: false))
+        #expect(driver.effects.contains { if case .disarm = $0 { return true } else { return false } })
+        driver.clock.advance(by: .seconds(30))
+        driver.handle(.resume([T.name("tick")], .onSchedule, by: T.root, checkOnly: false))
+        #expect(driver.decisions.contains(.skipped(T.name("tick"), scheduled: nil, count: 3, reason: "paused")))
+        #expect(driver.armed.map(\.1) == [.mono(start.mono + .seconds(40))])
+        #expect(driver.engine.job(T.name("tick"))?.skipped == 3)
+
+        driver.handle(.pause([T.name("tick")], by: T.root, checkOnly: false))
+        driver.handle(.resume([T.name("tick")], .after(.seconds(7)), by: T.root, checkOnly: false))
+        #expect(driver.armed.map(\.1) == [.mono(driver.clock.now().mono + .seconds(7))])
+
+        driver.handle(.resume([T.name("tick")], .now, by: T.root, checkOnly: false))
+        #expect(driver.starts.count == 1)
+    }
+
+    @Test func countEndsTheSchedule() {
+        var driver = Driver()
+        _ = driver.add("three", ["every": "1s", "count": "3"])
+        for _ in 0..<3 {
+            driver.reach("three", after: .seconds(1))
+            for start in driver.starts { driver.finish(start) }
+        }
+        #expect(driver.engine.job(T.name("three"))?.state == .finished)
+        #expect(driver.engine.job(T.name("three"))?.runs == 3)
+    }
+
+    @Test func modesHoldOneFireAndReleaseItWhenTheModeReturns() {
+        var driver = Driver()
+        _ = driver.add("web", ["every": "10s"])
+        driver.handle(.switchMode("maintenance"))
+        driver.reach("web", after: .seconds(10))
+        #expect(driver.starts.isEmpty)
+        #expect(driver.decisions.contains { if case .held = $0 { return true } else { return false } })
+        driver.reach("web", after: .seconds(10))
+        #expect(driver.decisions.contains { if case .skipped(_, _, 1, let reason) = $0 { return reason.contains("one fire is already held") } else { return false } })
+        driver.handle(.switchMode("default"))
+        #expect(driver.reply == .success(.released([T.name("web")])))
+        #expect(driver.starts.count == 1)
+    }
+
+    @Test func ownersGoneAndClosedConnectionsRemoveTheirJobs() {
+        var driver = Driver()
+        _ = driver.add("conn", ["every": "1m", "owner": "connection"], connection: 7)
+        _ = driver.add("proc", ["every": "1m", "owner": "pid:4242"])
+        #expect(driver.add("noconn", ["every": "1m", "owner": "connection"])?.code == .badArgument)
+
+        driver.handle(.connectionClosed(7))
+        #expect(driver.engine.job(T.name("conn")) == nil)
+        #expect(driver.decisions.contains { if case .cancelled(let name, _) = $0 { return name == T.name("conn") } else { return false } })
+
+        let proc = driver.engine.job(T.name("proc"))!
+        driver.handle(.ownerGone(proc.spec.name, jobID: proc.id, reason: "cancelled: its owner process 4242 exited"))
+        #expect(driver.engine.job(T.name("proc")) == nil)
+        #expect(driver.effects.contains { if case .unwatchOwner = $0 { return true } else { return false } })
+        // Owner-bound jobs are never stored.
+        #expect(!driver.effects.contains { if case .persist = $0 { return true } else { return false } })
+    }
+
+    @Test func aRuntimeJobComesBackAfterARestartWithItsMissedFires() {
+        var driver = Driver(at: "2026-01-05T00:10:30Z")
+        let anchor = T.time("2026-01-05T00:01:00Z")
+        let spec = T.spec("backup", ["every": "1m", "misfire": "all"])
+        var state = RestoredState()
+        state.jobs = [RestoredJob(
+            stored: StoredJobState(name: spec.name, options: spec.options, paused: false, runs: 5, addedAt: T.time("2026-01-05T00:00:00Z"),
+                                   lastScheduled: T.time("2026-01-05T00:05:00Z"), anchor: anchor, ownerUID: 0, shared: false),
+            spec: spec, civil: nil)]
+        driver.handle(.restore(state))
+        // 00:06 … 00:10 were missed; misfire=all runs them one after another, oldest first.
+        #expect(driver.starts.map(\.scheduled) == [T.time("2026-01-05T00:06:00Z")])
+        #expect(driver.starts.first?.run == 6)
+        #expect(driver.engine.job(spec.name)?.replays.count == 4)
+        var replayed: [WallTime] = []
+        while let start = driver.starts.first {
+            replayed.append(start.scheduled)
+            driver.finish(start)
+        }
+        #expect(replayed.count == 5)
+        #expect(replayed.last == T.time("2026-01-05T00:10:00Z"))
+        #expect(driver.armed.isEmpty)  // armed at restore for 00:11, not again
+    }
+
+    @Test func clusterFiresRunOnlyOnceTheClaimIsWon() {
+        var driver = Driver(settings: EngineSettings(clusterNode: "a"))
+        _ = driver.add("shared", ["every": "10s"])
+        #expect(driver.armed.isEmpty)  // not leading yet
+        driver.handle(.leading(claims: [:]))
+        #expect(driver.armed.count == 1)
+        driver.reach("shared", after: .seconds(10))
+        guard case .claim(let name, let jobID, let instant, let token)? = driver.effects.first(where: {
+            if case .claim = $0 { return true } else { return false }
+        }) else {
+            Issue.record("no claim")
+            return
+        }
+        #expect(driver.starts.isEmpty)
+        driver.handle(.claimDecided(name, jobID: jobID, token: token, won: true, reason: ""))
+        #expect(driver.starts.map(\.scheduled) == [instant])
+
+        driver.reach("shared", after: .seconds(10))
+        guard case .claim(_, _, _, let second)? = driver.effects.first(where: { if case .claim = $0 { return true } else { return false } }) else {
+            Issue.record("no second claim")
+            return
+        }
+        driver.handle(.claimDecided(name, jobID: jobID, token: second, won: false, reason: "another node claimed it"))
+        #expect(driver.starts.isEmpty)
+
+        driver.handle(.notLeading(.follower, leader: "b", reason: "lease lost"))
+        #expect(driver.effects.contains { if case .disarm = $0 { return true } else { return false } })
+    }
+
+    @Test func maxRunningParksFiresUntilASlotFrees() {
+        var driver = Driver(settings: EngineSettings(maxRunning: 1))
+        _ = driver.add("a", ["every": "10s", "overlap": "allow"])
+        _ = driver.add("b", ["every": "10s", "start": "10s", "overlap": "allow"])
+        driver.clock.advance(by: .seconds(10))
+        let a = driver.engine.job(T.name("a"))!, b = driver.engine.job(T.name("b"))!
+        driver.handle(.deadlineReached(a.spec.name, jobID: a.id))
+        let run = driver.starts[0]
+        driver.handle(.deadlineReached(b.spec.name, jobID: b.id))
+        #expect(driver.starts.isEmpty)
+        #expect(driver.decisions.contains { if case .queued(let name, _, _) = $0 { return name == b.spec.name } else { return false } })
+        driver.clock.advance(by: .seconds(3))
+        driver.finish(run)
+        #expect(driver.starts.map(\.job) == [b.spec.name])
+        #expect(driver.starts.first?.lateness == .seconds(3))
+    }
+
+    @Test func fireRecordsFollowAFireFromQueuedToFinished() {
+        var driver = Driver()
+        _ = driver.add("q", ["every": "10s", "overlap": "queue"])
+        driver.reach("q", after: .seconds(10))
+        let first = driver.starts[0]
+        driver.reach("q", after: .seconds(10))
+        let records = driver.effects.compactMap { effect -> FireRecord? in
+            if case .persist(.fireRecord(let record, _)) = effect { return record }
+            return nil
+        }
+        #expect(records.map(\.outcome) == [.queued])
+        #expect(records.first?.sequence == 2)
+        driver.finish(first)
+        let after = driver.effects.compactMap { effect -> FireRecord? in
+            if case .persist(.fireRecord(let record, _)) = effect { return record }
+            return nil
+        }
+        #expect(after.map(\.outcome) == [.ran, .ran])
+        #expect(after.map(\.sequence) == [1, 2])
+        #expect(after[0].result == .ok)
+        #expect(after[1].run == 2)
+    }
+}
+
+extension Result where Failure == TimerdError {
+    var code: TimerdError.Code? {
+        if case .failure(let error) = self { return error.code }
+        return nil
+    }
+}
