@@ -35,7 +35,7 @@ let package = Package(
         // The running service: registry, timers, control server, command runner.
         .target(
             name: "TimerdDaemon",
-            dependencies: ["TimerdCore", "TimerdProtocol", "TimerdConfig", "TimerdSystem", "TimerdStore", "CSystemd", "CTimerdCurl", "TimerdCluster"]
+            dependencies: ["TimerdCore", "TimerdEngine", "TimerdProtocol", "TimerdConfig", "TimerdSystem", "TimerdStore", "CSystemd", "CTimerdCurl", "TimerdCluster"]
         ),
         // timerctl: verbs, flags, output, exit codes.
         .target(name: "TimerdCLI", dependencies: ["TimerdCore", "TimerdProtocol", "TimerdSystem"]),
@@ -49,7 +49,7 @@ let package = Package(
         .testTarget(name: "TimerdConfigTests", dependencies: ["TimerdConfig"]),
         .testTarget(name: "TimerdSystemTests", dependencies: ["TimerdSystem"]),
         .testTarget(name: "TimerdCLITests", dependencies: ["TimerdCLI"]),
-        .testTarget(name: "TimerdDaemonTests", dependencies: ["TimerdDaemon"]),
+        .testTarget(name: "TimerdDaemonTests", dependencies: ["TimerdDaemon", "TimerdEngine", "TimerdConfig"]),
         .testTarget(name: "TimerdStoreTests", dependencies: ["TimerdStore"]),
         .testTarget(name: "TimerdClusterTests", dependencies: ["TimerdCluster"]),
         .testTarget(name: "IntegrationTests", dependencies: ["TimerdCore", "TimerdProtocol", "TimerdSystem", "TimerdStore", "TimerdCluster"], exclude: ["webhook_server.py"]),

@@ -3,27 +3,34 @@ import Synchronization
 import TimerdCore
 import TimerdSystem
 
-extension SystemClock {
-    /// Now on the wall clock (CLOCK_REALTIME), plus the test clock's offset (always 0 in production).
-    static func wallNow() -> WallTime {
-        let now = wallClockNow()
-        return WallTime(seconds: now.seconds, nanoseconds: Int64(now.nanoseconds) + testOffset.load(ordering: .relaxed))
+/// The host's clocks: the monotonic one as Dispatch counts it (`DispatchTime.uptimeNanoseconds`, so
+/// deadlines computed from it and timers armed with them agree) and `CLOCK_REALTIME`.
+struct HostClock: Clock {
+    func now() -> Instant {
+        Instant(mono: MonoInstant(nanosecondsSinceBoot: DispatchTime.now().uptimeNanoseconds), wall: Self.wall())
     }
 
-    /// Nanoseconds added to the real wall clock. Only the `test-clock` failpoint sets it, so tests can put
-    /// the daemon just before a DST change or step its clock without touching the machine's.
-    static let testOffset = Atomic<Int64>(0)
+    static func wall() -> WallTime {
+        let now = SystemClock.wallClockNow()
+        return WallTime(seconds: now.seconds, nanoseconds: Int64(now.nanoseconds))
+    }
+}
 
-    /// Sets the daemon's wall clock to `time` (test clock only).
-    static func setTestWallClock(to time: WallTime) {
-        let now = wallClockNow()
-        let real = WallTime(seconds: now.seconds, nanoseconds: Int64(now.nanoseconds))
-        testOffset.store((time - real).nanoseconds, ordering: .relaxed)
+/// The test clock (failpoint `test-clock`, docs/schedules.md): the host's clocks with the wall clock
+/// moved to a time a test chooses, as `settimeofday` would move it, without touching the machine's.
+/// One instance, given to every part of the daemon like any other clock.
+final class SteppedClock: Clock {
+    private let offset = Atomic<Int64>(0)
+    private let host = HostClock()
+
+    func now() -> Instant {
+        var now = host.now()
+        now.wall = now.wall + .nanoseconds(offset.load(ordering: .relaxed))
+        return now
     }
 
-    /// Now on the clock Dispatch deadlines use (`DispatchTime.uptimeNanoseconds`), so deadlines computed
-    /// here and timers armed with them agree.
-    static func monoNow() -> UInt64 {
-        DispatchTime.now().uptimeNanoseconds
+    /// Sets the wall clock to `time` from now on.
+    func setWall(to time: WallTime) {
+        offset.store((time - HostClock.wall()).nanoseconds, ordering: .relaxed)
     }
 }

@@ -2,6 +2,7 @@ import Dispatch
 import TimerdCluster
 import TimerdConfig
 import TimerdCore
+import TimerdEngine
 import TimerdProtocol
 import TimerdSystem
 
@@ -27,6 +28,7 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
     let log: Logger
     private let client: EtcdClient
     private let registry: Registry
+    private let clock: any Clock
     private let ttlSeconds: Int64
 
     private let sessionQueue = DispatchQueue(label: "timerd.cluster.session")
@@ -40,8 +42,8 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
     private struct State {
         var role = ClusterRole.connecting
         var lease: Int64 = 0
-        /// Monotonic ns after which the lease may have expired (its last renewal's send time + TTL).
-        var leaseDeadline: UInt64 = 0
+        /// When the lease may have expired (its last renewal's send time + TTL).
+        var leaseDeadline = MonoInstant.zero
         /// The create revision of `leader` while this node holds it (0: it does not).
         var leaderRevision: Int64 = 0
         var leader: String?
@@ -73,6 +75,7 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
         self.settings = settings
         self.node = node
         self.registry = registry
+        clock = registry.clock
         self.log = log
         ttlSeconds = Int64(settings.leaseTTL.nanoseconds / 1_000_000_000)
         let tls = settings.caFile == nil && settings.certFile == nil && settings.keyFile == nil
@@ -123,16 +126,16 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
     private func sessionTick() {
         guard !state.withLock({ $0.stopped }) else { return }
         let lease = state.withLock { $0.lease }
-        let sent = SystemClock.monoNow()
+        let sent = clock.monotonicNow
         if lease == 0 {
             do {
                 let granted = try client.grantLease(ttl: ttlSeconds)
-                let record = MemberRecord(since: SystemClock.wallNow().nanosecondsSinceEpoch, pid: Int(CurrentProcess.id), version: ControlHandler.version)
+                let record = MemberRecord(since: clock.wallNow.nanosecondsSinceEpoch, pid: Int(CurrentProcess.id), version: ControlHandler.version)
                 let bytes = Array(Payload.encode(record).utf8)
                 let revision = try client.put(memberKey, bytes, lease: granted.id)
                 state.withLock {
                     $0.lease = granted.id
-                    $0.leaseDeadline = sent &+ UInt64(granted.ttl) * 1_000_000_000
+                    $0.leaseDeadline = sent + .seconds(granted.ttl)
                     $0.memberRecord = bytes
                     $0.heartbeat = revision
                 }
@@ -145,7 +148,7 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
         } else {
             do {
                 let ttl = try client.keepAlive(lease)
-                state.withLock { $0.leaseDeadline = sent &+ UInt64(max(0, ttl)) * 1_000_000_000 }
+                state.withLock { $0.leaseDeadline = sent + .seconds(max(0, ttl)) }
                 if !state.withLock({ $0.synced }) { try resync() }
                 connected("lease \(Self.hex(lease)) renewed")
                 checkWatch(lease: lease)
@@ -230,13 +233,13 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
 
     private func armDeadline() {
         let deadline = state.withLock { $0.leaseDeadline }
-        deadlineTimer.schedule(deadline: DispatchTime(uptimeNanoseconds: deadline), repeating: .never, leeway: .milliseconds(5))
+        deadlineTimer.schedule(deadline: DispatchTime(uptimeNanoseconds: deadline.nanosecondsSinceBoot), repeating: .never, leeway: .milliseconds(5))
     }
 
     /// On deadlineQueue: the lease may have expired without this node hearing so (no renewal got through).
     private func deadlinePassed() {
         let expired = state.withLock { state -> Bool in
-            guard state.lease != 0, SystemClock.monoNow() >= state.leaseDeadline else { return false }
+            guard state.lease != 0, clock.monotonicNow >= state.leaseDeadline else { return false }
             return true
         }
         guard expired else { return }
@@ -461,7 +464,7 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
         // Only what the claim needs (a copy of the whole state would copy its dictionaries on the next write).
         let snapshot = state.withLock { (role: $0.role, leaderRevision: $0.leaderRevision, leaseDeadline: $0.leaseDeadline, last: $0.lastClaimed[name]) }
         guard snapshot.role == .leader, snapshot.leaderRevision != 0 else { return .lost("this node does not lead the cluster") }
-        guard SystemClock.monoNow() < snapshot.leaseDeadline else {
+        guard clock.monotonicNow < snapshot.leaseDeadline else {
             return .lost("this node's lease may have expired (no renewal got through for lease_ttl)")
         }
         let when = RFC3339.format(WallTime(nanosecondsSinceEpoch: at))
@@ -633,7 +636,7 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
             }
         }
         let remaining: Double? = snapshot.lease == 0 ? nil
-            : max(0, Double(Int64(bitPattern: snapshot.leaseDeadline &- SystemClock.monoNow())) / 1e9)
+            : max(0, Double((snapshot.leaseDeadline - clock.monotonicNow).nanoseconds) / 1e9)
         return ClusterInfo(
             node: node, role: snapshot.role.rawValue, leader: snapshot.leader, problem: snapshot.problem,
             lease: snapshot.lease == 0 ? nil : Self.hex(snapshot.lease), lease_ttl: Int(ttlSeconds),

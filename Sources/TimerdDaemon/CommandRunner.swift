@@ -1,5 +1,6 @@
 import Dispatch
 import TimerdCore
+import TimerdEngine
 import TimerdSystem
 
 /// Starts job runs as child processes, on its own queue (never the registry's).
@@ -10,13 +11,15 @@ import TimerdSystem
 final class CommandLauncher: RunLauncher {
     private let executor = QueueExecutor(label: "timerd.runs")
     private let log: Logger
+    private let clock: any Clock
 
-    init(log: Logger) {
+    init(log: Logger, clock: any Clock) {
         self.log = log
+        self.clock = clock
     }
 
     func start(_ request: RunRequest, events: @escaping @Sendable (RunEvent) -> Void) -> any RunHandle {
-        let run = CommandRun(request: request, executor: executor, log: log, events: events)
+        let run = CommandRun(request: request, executor: executor, log: log, clock: clock, events: events)
         executor.queue.async { run.assumeIsolated { $0.spawn() } }
         return run
     }
@@ -29,6 +32,7 @@ actor CommandRun: RunHandle {
 
     private let request: RunRequest
     private let log: Logger
+    private let clock: any Clock
     private let events: @Sendable (RunEvent) -> Void
 
     private var child: ChildProcess?
@@ -38,15 +42,16 @@ actor CommandRun: RunHandle {
     private var killTimer: (any DispatchSourceTimer)?
     private var tail: [UInt8] = []
     private var partialLine: [UInt8] = []
-    private var startedMono: UInt64 = 0
+    private var startedMono = MonoInstant.zero
     private var timedOut = false
     private var stopReason: String?
     private var finished = false
 
-    init(request: RunRequest, executor: QueueExecutor, log: Logger, events: @escaping @Sendable (RunEvent) -> Void) {
+    init(request: RunRequest, executor: QueueExecutor, log: Logger, clock: any Clock, events: @escaping @Sendable (RunEvent) -> Void) {
         self.request = request
         self.executor = executor
         self.log = log
+        self.clock = clock
         self.events = events
     }
 
@@ -84,7 +89,7 @@ actor CommandRun: RunHandle {
     // MARK: - Lifecycle
 
     func spawn() {
-        startedMono = SystemClock.monoNow()
+        startedMono = clock.monotonicNow
         if let stopReason {
             return finish(RunOutcome.Result.killed, exitCode: nil, signal: nil, reason: "\(stopReason) before it started")
         }
@@ -305,10 +310,10 @@ actor CommandRun: RunHandle {
         }
         timeoutTimer?.cancel()
         killTimer?.cancel()
+        let now = clock.now()
         let outcome = RunOutcome(
             result: result, exitCode: exitCode, signal: signal, reason: reason,
-            output: String(decoding: tail, as: UTF8.self), finishedWall: SystemClock.wallNow(),
-            durationNs: SystemClock.monoNow() &- startedMono)
+            output: String(decoding: tail, as: UTF8.self), finishedWall: now.wall, duration: now.mono - startedMono)
         events(.finished(outcome))
     }
 }

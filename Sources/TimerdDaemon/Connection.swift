@@ -38,7 +38,8 @@ actor Connection {
     private var requestBucket: TokenBucket
     private var refusedForRate = 0
     /// When the client last sent anything, for `idle_timeout` (monotonic ns).
-    private var lastInput: UInt64
+    private var lastInput: MonoInstant
+    private let clock: any Clock
     private var idleCheckPending = false
 
     private static let maxQueuedRequests = 64
@@ -52,9 +53,10 @@ actor Connection {
         self.id = id
         self.client = client
         self.access = access
-        let now = SystemClock.monoNow()
+        clock = handler.registry.clock
+        let now = clock.monotonicNow
         let rate = access.settings.maxRequestRate
-        self.requestBucket = TokenBucket(capacity: rate, perSecond: Double(rate), now: MonoInstant(nanosecondsSinceBoot: now))
+        self.requestBucket = TokenBucket(capacity: rate, perSecond: Double(rate), now: now)
         self.lastInput = now
         self.fd = fd
         self.executor = executor
@@ -82,9 +84,8 @@ actor Connection {
         guard !idleCheckPending, !closed else { return }
         idleCheckPending = true
         let timeout = access.settings.idleTimeout
-        let due = lastInput &+ UInt64(timeout.components.seconds) * 1_000_000_000
-            &+ UInt64(timeout.components.attoseconds / 1_000_000_000)
-        executor.queue.asyncAfter(deadline: DispatchTime(uptimeNanoseconds: max(due, SystemClock.monoNow()))) { [self] in
+        let due = max(lastInput + timeout, clock.monotonicNow)
+        executor.queue.asyncAfter(deadline: DispatchTime(uptimeNanoseconds: due.nanosecondsSinceBoot)) { [self] in
             self.assumeIsolated { $0.idleCheck() }
         }
     }
@@ -95,7 +96,7 @@ actor Connection {
         idleCheckPending = false
         guard !closed, !streaming, !dropping else { return }
         let timeout = access.settings.idleTimeout
-        let idleFor = Duration.nanoseconds(Int64(SystemClock.monoNow() &- lastInput))
+        let idleFor = clock.monotonicNow - lastInput
         guard !busy, requests.isEmpty, idleFor >= timeout else { return scheduleIdleCheck() }
         let registry = self.registry
         let id = self.id
@@ -107,9 +108,9 @@ actor Connection {
 
     private func idleVerdict(ownsJobs: Bool, timeout: Duration) {
         guard !closed else { return }
-        let idleFor = Duration.nanoseconds(Int64(SystemClock.monoNow() &- lastInput))
+        let idleFor = clock.monotonicNow - lastInput
         guard !ownsJobs, !busy, requests.isEmpty, idleFor >= timeout, !streaming else {
-            if ownsJobs { lastInput = SystemClock.monoNow() }  // check again a full timeout later
+            if ownsJobs { lastInput = clock.monotonicNow }  // check again a full timeout later
             return scheduleIdleCheck()
         }
         log.info("control connection \(id) (\(client.label)): closed after \(DurationText.format(timeout)) without a request (idle_timeout)")
@@ -172,7 +173,7 @@ actor Connection {
             }
             return
         }
-        lastInput = SystemClock.monoNow()
+        lastInput = clock.monotonicNow
         let lines = framer.append(chunk)
         if streaming || dropping { return }  // a watcher's input is ignored
         requests += lines
@@ -187,7 +188,7 @@ actor Connection {
         guard !busy, !closed, !requests.isEmpty, out.count < Self.maxQueuedReplyBytes else { return }
         busy = true
         let line = requests.removeFirst()
-        if !client.isAdmin, !requestBucket.take(now: MonoInstant(nanosecondsSinceBoot: SystemClock.monoNow())) {
+        if !client.isAdmin, !requestBucket.take(now: clock.monotonicNow) {
             refusedForRate += 1
             let rate = access.settings.maxRequestRate
             // 1st, 10th, 100th, … refusal: a log line each, not one per request.
@@ -247,7 +248,7 @@ actor Connection {
             let keep = out.firstIndex(of: UInt8(ascii: "\n")).map { $0 + 1 } ?? out.count
             out.removeSubrange(keep...)
             out += Array((Payload.encode(WatchEvent(
-                at: RFC3339.format(SystemClock.wallNow()), event: "dropped",
+                at: RFC3339.format(clock.wallNow), event: "dropped",
                 reason: "this watcher read too slowly; timerd does not wait for watchers")) + "\n").utf8)
             streaming = false
             dropping = true

@@ -1,5 +1,6 @@
 import Synchronization
 import TimerdCore
+import TimerdEngine
 import TimerdProtocol
 import TimerdStore
 import TimerdSystem
@@ -168,7 +169,7 @@ struct ControlHandler: Sendable {
             return tag == nil ? .ok(nil) : .ok(Payload.encode(TagResult(jobs: names.map(\.rawValue))))
         case .resume:
             var words = request.positionals
-            var mode = Registry.ResumeMode.onSchedule
+            var mode = ResumeMode.onSchedule
             let tag = try tagOption(request, allowing: ["after"], positionals: ["now"])
             // `RESUME a now`: a trailing `now` is the mode when a name (or a tag) precedes it.
             if words.count >= (tag == nil ? 2 : 1), words.last == "now" {
@@ -230,7 +231,7 @@ struct ControlHandler: Sendable {
             let query = try NextFireQuery(options: request.options.map { KeyValue($0.key, $0.value) })
             let zone = try query.timezone.map { name throws(TimerdError) in try SystemTimeZones.zone(named: name) }
                 ?? SystemTimeZones.systemZone()
-            let times = try query.times(now: SystemClock.wallNow(), zone: zone)
+            let times = try query.times(now: registry.clock.wallNow, zone: zone)
             return .ok(Payload.encode(NextTimes(timezone: zone.name, times: times.map { RFC3339.format($0, in: zone) })))
         case .stats:
             try expect(request, names: 0...0)
@@ -275,7 +276,7 @@ struct ControlHandler: Sendable {
         try await registry.checkAdd(spec, origin: .runtime, owner: client)
         let record = SharedJobRecord(
             options: spec.options.map { [$0.key, $0.value] }, paused: false,
-            added_at: SystemClock.wallNow().nanosecondsSinceEpoch, owner_uid: client.uid, node: cluster.node)
+            added_at: registry.clock.wallNow.nanosecondsSinceEpoch, owner_uid: client.uid, node: cluster.node)
         let revision = try await cluster.createJob(spec.name, record)
         await registry.applySharedJob(spec.name, record, revision: revision)
         try await registry.durable()

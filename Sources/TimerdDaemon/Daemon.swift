@@ -2,6 +2,7 @@ import Dispatch
 import Synchronization
 import TimerdConfig
 import TimerdCore
+import TimerdEngine
 import TimerdProtocol
 import TimerdStore
 import TimerdSystem
@@ -45,6 +46,10 @@ public final class Daemon: Sendable {
     /// Cluster mode's etcd session (`docs/cluster.md`); nil on a single host.
     private let cluster: Locked<ClusterNode?> = Locked(nil)
     private let stopping = Atomic<Bool>(false)
+    /// Every part of the daemon reads the time from this one clock.
+    private let clock: any Clock
+    /// The same clock when it is the test clock (failpoint `test-clock`), so SIGUSR2 can set it.
+    private let testClock: SteppedClock?
 
     /// `timerd`'s entry point: parses `arguments` (without the program name), then runs until stopped.
     public static func main(arguments: [String]) -> Never {
@@ -94,9 +99,9 @@ public final class Daemon: Sendable {
         // Test hook, documented in docs/schedules.md: with TIMERD_TEST_FAILPOINTS=test-clock the daemon's
         // wall clock starts at the RFC 3339 time in the file TIMERD_TEST_CLOCK_FILE, and SIGUSR2 sets it to
         // the time the file holds then (a clock step, as settimeofday would make). Never set in production.
-        let testClock = Self.failpoints.contains("test-clock")
-        if testClock { Self.readTestClock() }
-        let handled: [Signal] = [.term, .int, .hup] + (wedgeHook ? [.usr1] : []) + (testClock ? [.usr2] : [])
+        let testClock = Self.failpoints.contains("test-clock") ? SteppedClock() : nil
+        if let testClock { Self.readTestClock(into: testClock) }
+        let handled: [Signal] = [.term, .int, .hup] + (wedgeHook ? [.usr1] : []) + (testClock != nil ? [.usr2] : [])
         do {
             try Signals.ignore(.pipe)
             // systemd's watchdog ends a hung timerd with SIGABRT. The Swift runtime's crash backtracer
@@ -119,7 +124,7 @@ public final class Daemon: Sendable {
             CurrentProcess.exit(1)
         }
         let daemon = Daemon(configPath: configPath, explicit: options.config != nil, configuration: configuration,
-                            store: opened.store)
+                            store: opened.store, clock: testClock ?? HostClock(), testClock: testClock)
         if let recovered = opened.recovered { daemon.log.error(recovered) }
         daemon.raiseOpenFileLimit()
         daemon.log.info("state in \(stateDirectory)/state.db")
@@ -142,17 +147,21 @@ public final class Daemon: Sendable {
         case .usr1:
             registry.wedgeForTesting()
         case .usr2:
-            Self.readTestClock()
+            guard let testClock else { return }
+            Self.readTestClock(into: testClock)
             registry.enqueue { $0.wallClockChanged(reason: "test clock set") }
         default:
             Task { await self.stop(signal: signal) }
         }
     }
 
-    private init(configPath: String, explicit: Bool, configuration: Configuration, store: StateStore) {
+    private init(configPath: String, explicit: Bool, configuration: Configuration, store: StateStore, clock: any Clock,
+                 testClock: SteppedClock?) {
+        self.clock = clock
+        self.testClock = testClock
         let target = configuration.settings.log == "auto"
             ? LogTarget.automatic() : LogTarget(rawValue: configuration.settings.log) ?? .stderr
-        sink = QueuedLogSink(target: target)
+        sink = QueuedLogSink(target: target, clock: clock)
         log = Logger(sink: sink, minimum: CurrentProcess.environmentVariable("TIMERD_DEBUG") == nil ? .info : .debug)
         self.configPath = configPath
         configPathExplicit = explicit
@@ -160,10 +169,11 @@ public final class Daemon: Sendable {
         access = AccessControl(configuration.settings.access)
         registry = Registry(
             launcher: ActionLauncher(
-                commands: CommandLauncher(log: log),
-                webhooks: WebhookLauncher(log: log, library: Self.failpoints.contains("no-libcurl") ? "libcurl-absent.so" : "libcurl.so.4")),
+                commands: CommandLauncher(log: log, clock: clock),
+                webhooks: WebhookLauncher(
+                    log: log, clock: clock, library: Self.failpoints.contains("no-libcurl") ? "libcurl-absent.so" : "libcurl.so.4")),
             log: log, maxRunning: configuration.settings.maxRunning,
-            baseEnvironment: Self.baseEnvironment(), store: store, access: access)
+            baseEnvironment: Self.baseEnvironment(), store: store, access: access, clock: clock)
     }
 
     /// Lets timerd hold as many clients and job pipes as the hard limit allows: under systemd's default soft
@@ -195,14 +205,14 @@ public final class Daemon: Sendable {
         (CurrentProcess.environmentVariable("TIMERD_TEST_FAILPOINTS") ?? "").split(separator: ",").map(String.init))
 
     /// Sets the test clock from `TIMERD_TEST_CLOCK_FILE` (failpoint `test-clock` only).
-    static func readTestClock() {
+    static func readTestClock(into clock: SteppedClock) {
         guard let path = CurrentProcess.environmentVariable("TIMERD_TEST_CLOCK_FILE"),
               let bytes = try? FileSystem.readFile(path),
               let time = try? RFC3339.parse(String(decoding: bytes, as: UTF8.self).filter { !$0.isWhitespace }) else {
             CurrentProcess.writeToStderr("timerd: test-clock: cannot read a time from TIMERD_TEST_CLOCK_FILE\n")
             return
         }
-        SystemClock.setTestWallClock(to: time)
+        clock.setWall(to: time)
     }
 
     /// `PATH` of runs as root (and as timerd's own user).
@@ -237,7 +247,7 @@ public final class Daemon: Sendable {
         }
 
         do {
-            _ = try await registry.applyConfig(declared(configuration), maxRunning: configuration.settings.maxRunning)
+            _ = try await registry.applyConfig(configuration.jobs, maxRunning: configuration.settings.maxRunning)
         } catch {
             fail("cannot load the config jobs: \(error.message)")
         }
@@ -323,10 +333,6 @@ public final class Daemon: Sendable {
         CurrentProcess.exit(1)
     }
 
-    private func declared(_ configuration: Configuration) -> [DeclaredJob] {
-        configuration.jobs.map { DeclaredJob(spec: $0.spec, file: $0.file, line: $0.line) }
-    }
-
     // MARK: - Reload
 
     /// Re-reads the config files and applies the difference; an invalid config changes nothing.
@@ -373,7 +379,7 @@ public final class Daemon: Sendable {
             await server.withLock { $0 }?.applySocketAccess()
         }
         do {
-            let summary = try await registry.applyConfig(declared(configuration), maxRunning: configuration.settings.maxRunning)
+            let summary = try await registry.applyConfig(configuration.jobs, maxRunning: configuration.settings.maxRunning)
             // After a tzdata update: read the zone files again and move calendar jobs to the new rules.
             SystemTimeZones.forgetLoadedZones()
             await registry.reloadZones()

@@ -1,12 +1,12 @@
 import CSystemd
 import Dispatch
 import TimerdCore
+import TimerdEngine
 import TimerdSystem
 
-/// Severity of a log line, with its syslog number (journald's `PRIORITY=` and `<N>` prefix).
-package enum LogLevel: Int, Sendable {
-    case error = 3, warning = 4, notice = 5, info = 6, debug = 7
-
+/// A log line's severity (the engine's `LogLevel`), with its syslog number (journald's `PRIORITY=` and
+/// `<N>` prefix).
+extension LogLevel {
     var label: String {
         switch self {
         case .error: return "ERROR"
@@ -92,9 +92,11 @@ package final class QueuedLogSink: LogSink {
     private let target: LogTarget
     private let backlog = Locked<(pending: Int, dropped: Int)>((0, 0))
     private let maxBacklog = 10_000
+    private let clock: any Clock
 
-    package init(target: LogTarget) {
+    package init(target: LogTarget, clock: any Clock) {
         self.target = target
+        self.clock = clock
     }
 
     package func write(_ entry: LogEntry) {
@@ -107,7 +109,7 @@ package final class QueuedLogSink: LogSink {
             return true
         }
         guard accepted else { return }
-        let stamp = SystemClock.wallNow()
+        let stamp = clock.wallNow
         queue.async { [self] in
             emit(entry, at: stamp)
             let dropped = backlog.withLock { state -> Int in
@@ -117,7 +119,7 @@ package final class QueuedLogSink: LogSink {
             }
             if dropped > 0 {
                 emit(LogEntry(level: .warning, message: "log: dropped \(dropped) entries (the log was not being read)"),
-                     at: SystemClock.wallNow())
+                     at: clock.wallNow)
             }
         }
     }

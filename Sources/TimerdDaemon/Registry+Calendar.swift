@@ -1,5 +1,6 @@
 import Dispatch
 import TimerdCore
+import TimerdEngine
 import TimerdSystem
 
 /// Cron and calendar jobs: their zone, their next fire on the wall clock, jitter, and what happens when
@@ -21,17 +22,6 @@ extension Registry {
         return CivilSchedule(pattern: pattern, zone: zone, gap: spec.dstGap, repeat: spec.dstRepeat)
     }
 
-    /// How long after its scheduled time this fire of `job` starts (`jitter=`): random in [0, jitter], or
-    /// the same for every fire with `fixed_jitter=yes`.
-    func jitterNanoseconds(_ job: Job) -> Int64 {
-        let limit = job.spec.jitter.nanoseconds
-        guard limit > 0 else { return 0 }
-        if job.spec.fixedJitter {
-            return Jitter.fixed(machineID: Self.machineID, name: job.spec.name.rawValue, limit: job.spec.jitter).nanoseconds
-        }
-        return Int64.random(in: 0...limit)
-    }
-
     /// `/etc/machine-id`, the seed of fixed jitter (as for systemd's `FixedRandomDelay=`); the host name
     /// when it is missing.
     static let machineID: String = {
@@ -42,83 +32,21 @@ extension Registry {
         return (try? CurrentProcess.hostname()) ?? "localhost"
     }()
 
-    /// Sets a cron or calendar job's next fire: the first scheduled time after its base.
-    /// Returns false when the schedule has no more fires.
-    @discardableResult
-    func scheduleNextCivilFire(_ job: inout Job) -> Bool {
-        guard let civil = job.civil, let base = job.civilBase else { return false }
-        guard let next = civil.next(after: base) else {
-            job.nextNominal = nil
-            job.nextWall = nil
-            return false
-        }
-        job.nextNominal = next
-        job.nextWall = next + .nanoseconds(jitterNanoseconds(job))
-        return true
-    }
-
-    /// A cron or calendar job's timer went off at `wallNow`: the scheduled time it fires for (the latest
-    /// one due, when the daemon was stopped or the clock jumped over several), how many were missed, and
-    /// the next fire set on the job.
-    func advanceCivil(_ job: inout Job, wallNow: WallTime) -> (due: WallTime, missed: Int) {
-        guard let civil = job.civil, var due = job.nextNominal else { return (wallNow, 0) }
-        var missed = 0
-        var following = civil.next(after: due)
-        // A bounded count: after a jump of years over a per-second schedule, start again from now.
-        while let next = following, next <= wallNow {
-            missed += 1
-            due = next
-            if missed == 10_000 {
-                following = civil.next(after: wallNow)
-                break
-            }
-            following = civil.next(after: next)
-        }
-        job.civilBase = due
-        job.nextNominal = following
-        job.nextWall = following.map { $0 + .nanoseconds(jitterNanoseconds(job)) }
-        return (due, missed)
-    }
-
-    /// The wall clock was set (an NTP step, `date -s`, a resume from suspend, or the test clock): re-arm
-    /// every wall-clock job at once for its new next fire instead of after the old deadline.
-    ///
-    /// A cron or calendar job whose base (its last scheduled fire) is now in the future counts again from
-    /// now, so times that come round again fire again, as systemd does. Interval jobs run on the
-    /// monotonic clock and are not touched.
+    /// The wall clock was set (an NTP step, `date -s`, a resume from suspend, or the test clock): the
+    /// engine re-arms every wall-clock job at once for its new next fire.
     func wallClockChanged(reason: String) {
-        let now = SystemClock.wallNow()
-        var rearmed: [JobName] = []
-        for (name, job) in jobs where job.state == .scheduled && (job.civil != nil || job.nextWall != nil) {
-            rearmed.append(name)
-        }
-        for name in rearmed {
-            guard var job = jobs[name] else { continue }
-            if job.civil != nil, job.nextMono == nil {
-                if let base = job.civilBase, base > now { job.civilBase = now }
-                scheduleNextCivilFire(&job)
-            }
-            jobs[name] = job
-            arm(name)
-        }
-        log.notice("the wall clock was set (\(reason)); now \(RFC3339.format(now)); re-armed \(rearmed.count) calendar job(s)")
-        emitDaemonEvent("clock", reason: "\(reason); now \(RFC3339.format(now))")
+        deliver(.wallClockSet(reason: reason))
     }
 
     /// Re-reads the zones of all cron and calendar jobs (after `SystemTimeZones.forgetLoadedZones`) and
-    /// re-arms those whose rules changed, e.g. after a tzdata update. Called on reload.
+    /// hands the engine those whose rules changed, e.g. after a tzdata update. Called on reload.
     func reloadZones() {
-        var changed = 0
-        for name in Array(jobs.keys) {
-            guard let job = jobs[name], let old = job.civil,
-                  let fresh = try? Self.civilSchedule(for: job.spec), fresh != old else { continue }
-            changed += 1
-            jobs[name]!.civil = fresh
-            guard job.state == .scheduled, job.nextMono == nil else { continue }
-            scheduleNextCivilFire(&jobs[name]!)
-            arm(name)
+        var changed: [JobName: CivilSchedule] = [:]
+        for (name, job) in engine.jobs {
+            guard let old = job.civil, let fresh = try? Self.civilSchedule(for: job.spec), fresh != old else { continue }
+            changed[name] = fresh
         }
-        if changed > 0 { log.notice("time zone rules changed for \(changed) calendar job(s); re-armed") }
+        if !changed.isEmpty { deliver(.zonesChanged(changed)) }
     }
 
     /// Watches for the wall clock being set (timerfd with `TFD_TIMER_CANCEL_ON_SET`).

@@ -1,4 +1,5 @@
 import TimerdCore
+import TimerdEngine
 import TimerdSystem
 import TimerdProtocol
 
@@ -11,14 +12,14 @@ extension Registry {
         if let tag {
             sorted = names(withTag: tag)
         } else {
-            let all = Array(jobs.keys)
+            let all = Array(engine.jobs.keys)
             sorted = all.count <= Self.listSlice ? all.sorted() : await Self.sortedOffQueue(all)
         }
         var result: [JobInfo] = []
         result.reserveCapacity(sorted.count)
         for (index, name) in sorted.enumerated() {
             if index > 0, index % Self.listSlice == 0 { await Task.yield() }
-            if let job = jobs[name] { result.append(info(job, viewer: viewer)) }
+            if let job = engine.job(name) { result.append(info(job, viewer: viewer)) }
         }
         return result
     }
@@ -34,15 +35,10 @@ extension Registry {
         info(try lookup(name), viewer: viewer)
     }
 
-    /// Counts for the startup line and, later, `STATUS=`.
-    func counts() -> (jobs: Int, running: Int) {
-        (jobs.count, runningTotal)
-    }
-
     /// What `viewer` may see of `job`: everything for its owner and root; for other users the name,
     /// schedule, state and counts, without the action, environment, meta, working directory, hooks, output
     /// and reasons (`redacted`).
-    private func info(_ job: Job, viewer: Client) -> JobInfo {
+    private func info(_ job: EngineJob, viewer: Client) -> JobInfo {
         var info = fullInfo(job)
         guard !maySeeDetails(job, viewer) else { return info }
         info.redacted = true
@@ -54,21 +50,13 @@ extension Registry {
         return info
     }
 
-    private func fullInfo(_ job: Job) -> JobInfo {
+    private func fullInfo(_ job: EngineJob) -> JobInfo {
         var info = JobInfo(
             name: job.spec.name.rawValue, state: JobInfo.State(rawValue: job.state.rawValue)!,
             source: job.origin.label, schedule: job.spec.schedule.summary)
         if case .config(let file, let line) = job.origin { info.declared_at = "\(file):\(line)" }
         info.options = job.spec.options.map { "\($0.key)=\($0.value)" }
-        if job.state == .scheduled, let next = followerNextFire(job) {
-            info.next_fire = RFC3339.format(next)
-        } else if job.state == .scheduled {
-            if let mono = job.nextMono {
-                info.next_fire = RFC3339.format(wallTime(ofMono: mono))
-            } else if let wall = job.nextWall {
-                info.next_fire = RFC3339.format(wall)
-            }
-        }
+        if let next = engine.nextFire(job, at: clock.now()) { info.next_fire = RFC3339.format(next) }
         if let civil = job.civil {
             info.timezone = civil.zone.name
             info.dst_rules = civil.followsSystemd ? "systemd" : "dst_gap=\(civil.gap.rawValue) dst_repeat=\(civil.repeated.rawValue)"
@@ -79,11 +67,11 @@ extension Registry {
         info.runs = job.runs
         info.running = job.active.count
         info.skipped = job.skipped
-        info.pending = (job.queued == nil ? 0 : 1) + job.waitingForSlot
+        info.pending = job.pending
         if let started = job.lastStarted {
             info.last_run = started.id
             info.last_started = RFC3339.format(started.at)
-            info.last_lateness_ms = Double(started.latenessNs) / 1_000_000
+            info.last_lateness_ms = Double(started.lateness.nanoseconds) / 1_000_000
         }
         if let (_, outcome) = job.lastOutcome {
             info.last_finished = RFC3339.format(outcome.finishedWall)
@@ -91,9 +79,9 @@ extension Registry {
             info.last_exit_code = outcome.exitCode
             info.last_signal = outcome.signal
             info.last_http_status = outcome.httpStatus
-            info.last_duration_ms = Double(outcome.durationNs) / 1_000_000
+            info.last_duration_ms = Double(outcome.duration.nanoseconds) / 1_000_000
             info.last_reason = outcome.reason
-            info.last_output = job.outputDropped ? Self.droppedOutput : outcome.output
+            info.last_output = outputs.output(of: job.spec.name, jobID: job.id) ?? ""
         }
         info.owner = job.spec.owner?.description
         info.owner_uid = job.ownerUID

@@ -1,4 +1,5 @@
 import TimerdCore
+import TimerdEngine
 import TimerdSystem
 
 /// A Prometheus-style cumulative histogram.
@@ -29,31 +30,31 @@ extension Registry {
             text += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
         }
         func number(_ value: Double) -> String { String(value) }
-        let names = jobs.keys.sorted()
+        let names = engine.jobs.keys.sorted()
 
         family("timerd_job_runs_total", "counter", "Runs that ended, by job and result.")
         for name in names {
-            let job = jobs[name]!
+            let job = engine.job(name)!
             for result in [RunOutcome.Result.ok, .failed, .timeout, .killed] {
                 text += "timerd_job_runs_total{job=\"\(name)\",result=\"\(result.rawValue)\"} \(job.runsByResult[result] ?? 0)\n"
             }
         }
         family("timerd_job_last_success_timestamp_seconds", "gauge", "When the job's last successful run ended (Unix time).")
         for name in names {
-            guard let success = jobs[name]!.lastSuccess else { continue }
+            guard let success = engine.job(name)!.lastSuccess else { continue }
             text += "timerd_job_last_success_timestamp_seconds{job=\"\(name)\"} \(number(Double(success.nanosecondsSinceEpoch) / 1e9))\n"
         }
         family("timerd_job_last_duration_seconds", "gauge", "How long the job's last run took.")
         for name in names {
-            guard let (_, outcome) = jobs[name]!.lastOutcome else { continue }
-            text += "timerd_job_last_duration_seconds{job=\"\(name)\"} \(number(Double(outcome.durationNs) / 1e9))\n"
+            guard let (_, outcome) = engine.job(name)!.lastOutcome else { continue }
+            text += "timerd_job_last_duration_seconds{job=\"\(name)\"} \(number(Double(outcome.duration.nanoseconds) / 1e9))\n"
         }
         family("timerd_jobs", "gauge", "Jobs by state.")
-        for state in [JobStateValue.scheduled, .paused, .finished] {
-            text += "timerd_jobs{state=\"\(state.rawValue)\"} \(jobs.values.filter { $0.state == state }.count)\n"
+        for state in [JobState.scheduled, .paused, .finished] {
+            text += "timerd_jobs{state=\"\(state.rawValue)\"} \(engine.jobs.values.filter { $0.state == state }.count)\n"
         }
         family("timerd_runs_in_flight", "gauge", "Runs going now.")
-        text += "timerd_runs_in_flight \(runningTotal)\n"
+        text += "timerd_runs_in_flight \(engine.runningTotal)\n"
         family("timerd_fire_lateness_seconds", "histogram", "Scheduled time to timer handler, per scheduled fire.")
         for (index, bound) in latenessHistogram.bounds.enumerated() {
             text += "timerd_fire_lateness_seconds_bucket{le=\"\(number(bound))\"} \(latenessHistogram.counts[index])\n"
@@ -65,9 +66,9 @@ extension Registry {
             // Cluster mode (docs/cluster.md): alert when no node leads, or when etcd is out of reach.
             let node = "node=\"\(cluster.node)\""
             family("timerd_cluster_leader", "gauge", "1 while this node leads the cluster (runs the shared jobs).")
-            text += "timerd_cluster_leader{\(node)} \(clusterRole == .leader ? 1 : 0)\n"
+            text += "timerd_cluster_leader{\(node)} \(engine.clusterRole == .leader ? 1 : 0)\n"
             family("timerd_cluster_etcd_available", "gauge", "1 while this node reaches etcd (with a quorum).")
-            text += "timerd_cluster_etcd_available{\(node)} \(clusterRole == .leader || clusterRole == .follower ? 1 : 0)\n"
+            text += "timerd_cluster_etcd_available{\(node)} \(engine.clusterRole == .leader || engine.clusterRole == .follower ? 1 : 0)\n"
             family("timerd_cluster_shared_jobs", "gauge", "Shared jobs this node knows of.")
             text += "timerd_cluster_shared_jobs{\(node)} \(sharedJobCount())\n"
         }

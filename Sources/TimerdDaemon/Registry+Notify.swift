@@ -1,4 +1,5 @@
 import TimerdCore
+import TimerdEngine
 import TimerdProtocol
 import TimerdSystem
 
@@ -67,18 +68,17 @@ extension Registry {
         }) ?? template
     }
 
-    /// `on_failure` when a run fails after a success (or as the job's first run), `on_recovery` when one
-    /// succeeds after a failure: once per transition. Sent off the registry's queue; a notice's own
-    /// outcome is only logged.
+    /// Sends the `on_failure` or `on_recovery` notice the engine decided on (once per transition). Sent
+    /// off the registry's queue; a notice's own outcome is only logged.
     /// A command notice runs as the job's commands do (`runAs`).
-    func notifyTransition(_ spec: JobSpec, runAs identity: RunAs?, runID: Int, outcome: RunOutcome, previous: RunOutcome.Result?) {
+    func notifyTransition(_ spec: JobSpec, runAs identity: RunAs?, runID: Int, outcome: RunOutcome, recovered: Bool) {
         let event: String
         let target: NotifyTarget
-        if outcome.result == .ok {
-            guard let previous, previous != .ok, let onRecovery = spec.onRecovery else { return }
+        if recovered {
+            guard let onRecovery = spec.onRecovery else { return }
             (event, target) = ("recovery", onRecovery)
         } else {
-            guard previous == nil || previous == .ok, let onFailure = spec.onFailure else { return }
+            guard let onFailure = spec.onFailure else { return }
             (event, target) = ("failure", onFailure)
         }
         let name = spec.name.rawValue

@@ -1,4 +1,5 @@
 import TimerdCore
+import TimerdEngine
 import TimerdProtocol
 import TimerdSystem
 
@@ -7,26 +8,27 @@ extension Registry {
     func stats(requests: Int, version: String) -> DaemonStats {
         var jobCounts = DaemonStats.JobCounts()
         var pending = 0
-        for job in jobs.values {
+        for job in engine.jobs.values {
             switch job.state {
             case .scheduled: jobCounts.scheduled += 1
             case .paused: jobCounts.paused += 1
             case .finished: jobCounts.finished += 1
             }
-            pending += (job.queued == nil ? 0 : 1) + job.waitingForSlot
+            pending += job.pending
         }
+        let runsByResult = engine.runsByResult
         var runCounts = DaemonStats.RunCounts()
         runCounts.ok = runsByResult[.ok] ?? 0
         runCounts.failed = runsByResult[.failed] ?? 0
         runCounts.timeout = runsByResult[.timeout] ?? 0
         runCounts.killed = runsByResult[.killed] ?? 0
-        let now = SystemClock.monoNow()
+        let now = clock.monotonicNow
         return DaemonStats(
-            jobs: jobCounts, runs: runCounts, running: runningTotal, pending: pending, skipped: skippedTotal,
-            lateness_ms: Self.percentiles(lateness.summary(now: now)),
-            exec_ms: Self.percentiles(execLatency.summary(now: now)),
+            jobs: jobCounts, runs: runCounts, running: engine.runningTotal, pending: pending, skipped: engine.skippedTotal,
+            lateness_ms: Self.percentiles(lateness.summary(now: now.nanosecondsSinceBoot)),
+            exec_ms: Self.percentiles(execLatency.summary(now: now.nanosecondsSinceBoot)),
             requests: requests, rss_bytes: (try? CurrentProcess.residentSetBytes()) ?? 0,
-            uptime_seconds: Double(now &- startedMono) / 1e9, mode: currentMode, version: version)
+            uptime_seconds: Double((now - startedMono).nanoseconds) / 1e9, mode: engine.currentMode, version: version)
     }
 
     private static func percentiles(_ summary: SlidingWindow.Summary) -> DaemonStats.Percentiles {

@@ -1,21 +1,20 @@
 import Dispatch
 import TimerdCore
+import TimerdEngine
 import TimerdSystem
 
 extension Registry {
     /// `12 jobs, 2 running, next: backup at 16:04:05` (local time), for systemd's `STATUS=`.
     func statusLine() -> String {
         var next: (name: JobName, at: WallTime)?
-        for (name, job) in jobs where job.state == .scheduled {
-            let at: WallTime?
-            if let mono = job.nextMono {
-                at = wallTime(ofMono: mono)
-            } else {
-                at = job.nextWall
-            }
-            if let at, next == nil || at < next!.at { next = (name, at) }
+        let now = clock.now()
+        for (name, job) in engine.jobs where job.state == .scheduled {
+            if job.shared, engine.clusterRole != .leader { continue }
+            let at = job.nextMono.map { now.wall(of: $0) } ?? job.nextWall
+            if let at, next == nil || at < next!.at || (at == next!.at && name < next!.name) { next = (name, at) }
         }
-        let base = clusterStatus() + "\(jobs.count) job\(jobs.count == 1 ? "" : "s"), \(runningTotal) running"
+        let count = engine.jobs.count
+        let base = clusterStatus() + "\(count) job\(count == 1 ? "" : "s"), \(engine.runningTotal) running"
         guard let next else { return base + ", nothing scheduled" }
         let seconds = next.at.nanosecondsSinceEpoch / 1_000_000_000
         return base + ", next: \(next.name) at \(SystemClock.localTimeOfDay(seconds))"
@@ -25,9 +24,9 @@ extension Registry {
     /// single host).
     func clusterStatus() -> String {
         guard cluster != nil else { return "" }
-        switch clusterRole {
+        switch engine.clusterRole {
         case .leader: return "cluster leader; "
-        case .follower: return "cluster follower (leader \(clusterLeader ?? "none yet")); "
+        case .follower: return "cluster follower (leader \(engine.clusterLeader ?? "none yet")); "
         case .connecting: return "cluster: connecting to etcd; "
         case .unavailable: return "cluster: etcd unavailable, shared jobs stopped; "
         }
@@ -70,13 +69,5 @@ extension Registry {
             self.log.warning("failpoint wedge-registry-on-usr1: the registry queue now blocks forever")
             DispatchSemaphore(value: 0).wait()
         }
-    }
-
-    /// SIGKILL to every run's process group now (a second SIGTERM while stopping).
-    func killAllRuns(reason: String) {
-        for job in jobs.values {
-            for run in job.active { run.handle?.kill(reason: reason) }
-        }
-        for handle in orphanHandles.values { handle.kill(reason: reason) }
     }
 }

@@ -1,4 +1,5 @@
 import TimerdCore
+import TimerdEngine
 import TimerdProtocol
 import TimerdSystem
 
@@ -39,7 +40,7 @@ extension Registry {
               result: String? = nil, exitCode: Int? = nil, httpStatus: Int? = nil, reason: String? = nil,
               latenessNs: Int64? = nil) {
         guard !watchers.isEmpty else { return }
-        let job = jobs[name]
+        let job = engine.job(name)
         let tags = job?.spec.tags ?? []
         let interested = watchers.values.filter { watcher in
             switch watcher.filter {
@@ -50,7 +51,7 @@ extension Registry {
         }
         guard !interested.isEmpty else { return }
         var event = WatchEvent(
-            at: RFC3339.format(SystemClock.wallNow()), event: event, job: name.rawValue, run: run,
+            at: RFC3339.format(clock.wallNow), event: event, job: name.rawValue, run: run,
             scheduled_at: scheduledAt.map(RFC3339.format), result: result, exit_code: exitCode, http_status: httpStatus, reason: reason,
             lateness_ms: latenessNs.map { Double($0) / 1_000_000 })
         let line = Payload.encode(event)
@@ -72,7 +73,7 @@ extension Registry {
     func emitDaemonEvent(_ event: String, reason: String) {
         let interested = watchers.values.filter { if case .all = $0.filter { return true } else { return false } }
         guard !interested.isEmpty else { return }
-        let line = Payload.encode(WatchEvent(at: RFC3339.format(SystemClock.wallNow()), event: event, reason: reason))
+        let line = Payload.encode(WatchEvent(at: RFC3339.format(clock.wallNow), event: event, reason: reason))
         for watcher in interested { watcher.deliver(line) }
     }
 }

@@ -1,4 +1,5 @@
 import TimerdCore
+import TimerdEngine
 
 /// Everything needed to start one run of a job's action.
 struct RunRequest: Sendable {

@@ -1,6 +1,7 @@
 import CTimerdCurl
 import Dispatch
 import TimerdCore
+import TimerdEngine
 import TimerdSystem
 
 /// Sends webhook requests with libcurl's multi interface: every transfer of the daemon on one curl multi
@@ -26,8 +27,12 @@ final class WebhookLauncher: RunLauncher, @unchecked Sendable {
     /// `no-libcurl` (docs/webhooks.md).
     private let library: String
 
-    init(log: Logger, library: String = "libcurl.so.4") {
+    /// Times runs (their end, their duration).
+    let clock: any Clock
+
+    init(log: Logger, clock: any Clock, library: String = "libcurl.so.4") {
         self.log = log
+        self.clock = clock
         self.library = library
         timer = DispatchSource.makeTimerSource(queue: queue)
         timer.setEventHandler { [unowned self] in self.drive(socket: -1, events: 0) }
@@ -243,7 +248,7 @@ final class WebhookRun: RunHandle, @unchecked Sendable {
     private var attempt = 0
     private var current: WebhookTransfer?
     private var retryTimer: (any DispatchSourceTimer)?
-    private var startedMono: UInt64 = 0
+    private var startedMono = MonoInstant.zero
     private var finished = false
 
     init(request: RunRequest, launcher: WebhookLauncher, events: @escaping @Sendable (RunEvent) -> Void) {
@@ -258,7 +263,7 @@ final class WebhookRun: RunHandle, @unchecked Sendable {
     func kill(reason: String) { launcher.queue.async { self.cancel(reason: reason) } }
 
     func begin() {
-        startedMono = SystemClock.monoNow()
+        startedMono = launcher.clock.monotonicNow
         // Like a command that cannot be spawned: no `started`, only the outcome.
         guard launcher.isReady else { return finish(.failed, status: nil, reason: launcher.loadError, output: []) }
         events(.started(pid: nil))
@@ -358,9 +363,9 @@ final class WebhookRun: RunHandle, @unchecked Sendable {
         finished = true
         retryTimer?.cancel()
         retryTimer = nil
+        let now = launcher.clock.now()
         events(.finished(RunOutcome(
             result: result, exitCode: nil, signal: nil, httpStatus: status, reason: reason,
-            output: String(decoding: output, as: UTF8.self), finishedWall: SystemClock.wallNow(),
-            durationNs: SystemClock.monoNow() &- startedMono)))
+            output: String(decoding: output, as: UTF8.self), finishedWall: now.wall, duration: now.mono - startedMono)))
     }
 }

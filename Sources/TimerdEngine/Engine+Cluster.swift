@@ -112,4 +112,63 @@ extension Engine {
         }
         if dropped > 0 { log(.warning, "cluster: \(dropped) pending shared fire(s) dropped with the leadership") }
     }
+
+    // MARK: - The shared job set
+
+    /// Builds or updates a shared job from its etcd record. Records older than the one the job was
+    /// built from are ignored.
+    mutating func applySharedJob(_ shared: SharedJob) {
+        let name = shared.spec.name
+        if let existing = jobs[name] {
+            guard existing.shared, existing.origin == .runtime else {
+                log(.error, name, "the cluster has a shared job of this name, but this node has its own (\(existing.origin.label)); the shared one is not kept here")
+                return
+            }
+            guard shared.revision > existing.sharedRevision else { return }
+            if existing.spec.options == shared.spec.options, existing.ownerUID == shared.ownerUID, existing.addedWall == shared.addedAt {
+                jobs[name]!.sharedRevision = shared.revision
+                let root = Requester(uid: 0, isAdmin: true, label: "cluster")
+                if shared.paused, existing.state == .scheduled {
+                    try? pause([name], by: root, checkOnly: false)
+                } else if !shared.paused, existing.state == .paused {
+                    try? resume([name], mode: .onSchedule, by: root, checkOnly: false)
+                }
+                return
+            }
+            remove(name, reason: "replaced by a newer definition in the cluster")
+        }
+        var job = EngineJob(id: nextJobID, spec: shared.spec, origin: .runtime, ownerUID: shared.ownerUID)
+        nextJobID += 1
+        namesEverUsed.insert(name.rawValue)
+        job.civil = shared.civil
+        job.shared = true
+        job.sharedRevision = shared.revision
+        job.addedWall = shared.addedAt
+        if case .every(let interval, let start) = job.spec.schedule { job.anchorWall = job.addedWall + (start ?? interval) }
+        catchUp(&job, configJob: false, paused: shared.paused, runMissed: clusterRole == .leader)
+        if shared.paused, job.state == .scheduled { job.state = .paused }
+        jobs[name] = job
+        persistJob(name)
+        log(.info, name, "added (cluster, on node \(shared.node)): \(job.spec.schedule.summary): \(job.spec.action.summary)")
+        decide(.added(name, origin: "cluster"))
+        if job.state == .scheduled { arm(name) }
+        runMissed(name)
+    }
+
+    /// A run of a shared job that another node finished: into this node's history and `show`.
+    mutating func noteRemoteRun(_ record: FinishedRun) {
+        guard let node = settings.clusterNode, let from = record.node, from != node, var job = jobs[record.job], job.shared else { return }
+        var outcome = record.outcome
+        outcome.reason = "\(outcome.exitCode.map { "exited with status \($0)" } ?? outcome.result.rawValue) on node \(from)"
+        job.runs = max(job.runs, record.run)
+        job.nextRunID = max(job.nextRunID, record.run + 1)
+        job.lastStarted = (record.run, record.startedAt, record.lateness ?? .zero)
+        var kept = outcome
+        kept.output = ""
+        job.lastOutcome = (record.run, kept)
+        job.runsByResult[outcome.result, default: 0] += 1
+        if let scheduled = record.scheduledAt { job.lastScheduledWall = max(job.lastScheduledWall ?? scheduled, scheduled) }
+        jobs[record.job] = job
+        if job.spec.historyLimit > 0 { out.append(.persist(.run(record, keep: job.spec.historyLimit))) }
+    }
 }

@@ -143,15 +143,15 @@ extension Engine {
     mutating func runFinished(_ name: JobName, jobID: UInt64, run runID: Int, outcome: RunOutcome) {
         runningTotal -= 1
         runsByResult[outcome.result, default: 0] += 1
-        let summary = "\(outcome.result.rawValue): \(outcome.reason) after \(DurationText.format(.milliseconds(outcome.duration.nanoseconds / 1_000_000)))"
         if var job = jobs[name], job.id == jobID {
             let finished = job.active.first { $0.id == runID }
             job.active.removeAll { $0.id == runID }
             let previous = job.lastOutcome?.outcome.result
             if let finished {
-                let history = RunRecord(
+                let history = FinishedRun(
                     job: name, run: runID, scheduledAt: finished.kind == .manual ? nil : finished.scheduledWall,
-                    startedAt: finished.startedWall, lateness: finished.kind == .manual ? nil : finished.lateness, outcome: outcome)
+                    startedAt: finished.startedWall, lateness: finished.kind == .manual ? nil : finished.lateness, outcome: outcome,
+                    node: settings.clusterNode)
                 if job.spec.historyLimit > 0, job.spec.owner == nil { out.append(.persist(.run(history, keep: job.spec.historyLimit))) }
                 if job.shared { out.append(.publishRun(history)) }
                 if finished.sequence != 0 {
@@ -159,12 +159,14 @@ extension Engine {
                                       run: runID, lateness: finished.lateness, result: outcome.result))
                 }
             }
-            job.lastOutcome = (runID, outcome)
+            var kept = outcome
+            kept.output = ""
+            job.lastOutcome = (runID, kept)
             job.runsByResult[outcome.result, default: 0] += 1
             if outcome.result == .ok { job.lastSuccess = outcome.finishedWall }
             jobs[name] = job
+            // The interpreter logs the run's end from this decision, with its exit status for the journal.
             decide(.finished(name, run: runID, outcome: outcome))
-            log(outcome.result == .ok ? .info : .warning, name, run: runID, summary)
             // `on_failure` when a run fails after a success (or as the job's first run), `on_recovery` when
             // one succeeds after a failure: once per transition.
             if outcome.result == .ok {
@@ -183,7 +185,7 @@ extension Engine {
             noteIfIdleAndFinished(name)
         } else {
             orphanRuns.removeAll { $0.jobID == jobID && $0.run == runID }
-            log(.info, name, run: runID, "run of a removed job ended: \(summary)")
+            log(.info, name, run: runID, "run of a removed job ended: \(outcome.summary)")
         }
         startWaitingRuns()
         if shuttingDown, runningTotal == 0 { out.append(.drained) }
@@ -208,7 +210,7 @@ extension Engine {
         let due = job.replays.removeFirst()
         jobs[name] = job
         let late = max(.zero, now.wall - due)
-        decide(.fired(name, scheduled: due, lateness: late))
+        decide(.fired(name, scheduled: due, lateness: late, byTimer: false))
         fire(name, PendingFire(kind: .scheduled, scheduled: now.mono - late, scheduledWall: due, sequence: newFireRecord(name, scheduled: due)))
         persistFire(name)
     }

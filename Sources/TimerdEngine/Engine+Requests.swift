@@ -34,6 +34,11 @@ extension Engine {
         }
     }
 
+    /// The log line of an `ADD` refused for `user_max_jobs`.
+    package static func refusedForTooManyJobs(_ request: AddJob, limit: Int) -> String {
+        "control: \(request.owner.label): refused to add \(request.spec.name): user_max_jobs=\(limit) reached"
+    }
+
     /// Whether a job from `origin` is shared in cluster mode: runtime jobs unless `cluster=no`, config
     /// jobs only with `cluster=yes`, jobs bound to an owner never.
     package func sharesJob(_ spec: JobSpec, origin: JobOrigin) -> Bool {
@@ -46,7 +51,7 @@ extension Engine {
         do {
             try checkAdd(request)
         } catch where error.code == .tooManyJobs {
-            log(.warning, "control: \(request.owner.label): refused to add \(request.spec.name): user_max_jobs=\(settings.userMaxJobs) reached")
+            log(.warning, Self.refusedForTooManyJobs(request, limit: settings.userMaxJobs))
             throw error
         }
         let spec = request.spec
@@ -176,7 +181,7 @@ extension Engine {
                 }
                 jobs[name] = job
                 log(.info, name, wasPaused ? "resumed; firing now" : "firing now (RESUME now)")
-                decide(.fired(name, scheduled: now.wall, lateness: .zero))
+                decide(.fired(name, scheduled: now.wall, lateness: .zero, byTimer: false))
                 fire(name, PendingFire(kind: .scheduled, scheduled: now.mono, scheduledWall: now.wall,
                                        sequence: newFireRecord(name, scheduled: now.wall)))
                 continueSchedule(name)
@@ -338,11 +343,7 @@ extension Engine {
             jobs[name] = job
         }
         waiting.removeAll()
-        if runningTotal == 0 {
-            out.append(.drained)
-        } else {
-            log(.notice, "stopping: waiting for \(runningTotal) running job(s)")
-        }
+        if runningTotal == 0 { out.append(.drained) }
     }
 
     /// SIGKILL to every run now.

@@ -55,7 +55,7 @@ extension Engine {
     }
 
     /// `show`'s last run after a restart: the newest run in the history.
-    private func restoreLastRun(_ job: inout EngineJob, _ last: RunRecord) {
+    private func restoreLastRun(_ job: inout EngineJob, _ last: FinishedRun) {
         job.lastStarted = (last.run, last.startedAt, last.lateness ?? .zero)
         job.lastOutcome = (last.run, last.outcome)
         if last.outcome.result == .ok { job.lastSuccess = last.outcome.finishedWall }

@@ -177,7 +177,7 @@ extension Engine {
         // The nominal time (no jitter) is what a restart counts missed fires from.
         job.lastScheduledWall = job.civil != nil ? (job.civilBase ?? wall) : wall
         jobs[name] = job
-        decide(.fired(name, scheduled: wall, lateness: late))
+        decide(.fired(name, scheduled: wall, lateness: late, byTimer: true))
         if late > job.spec.misfireGrace, job.spec.misfire == .skip {
             let sequence = newFireRecord(name, scheduled: wall)
             noteSkip(name, count: 1, scheduled: wall, sequence: sequence,
@@ -252,7 +252,7 @@ extension Engine {
     }
 
     /// A shared job's next fire as a node that does not lead sees it: the schedule's next time after now.
-    func followerNextFire(_ job: EngineJob) -> WallTime? {
+    func followerNextFire(_ job: EngineJob, at now: Instant) -> WallTime? {
         switch job.spec.schedule {
         case .every(let interval, _):
             guard let anchor = job.anchorWall else { return nil }

@@ -54,11 +54,34 @@ package struct RestoredState: Sendable {
     /// Config jobs' last scheduled fires.
     package var configFires: [JobName: WallTime] = [:]
     /// Every job's newest run in the history, for `show`.
-    package var lastRuns: [JobName: RunRecord] = [:]
+    package var lastRuns: [JobName: FinishedRun] = [:]
     /// Every job's newest `WHY` record number, so new records follow the old ones.
     package var fireSequences: [JobName: UInt64] = [:]
 
     package init() {}
+}
+
+/// A shared job as etcd has it (cluster mode).
+package struct SharedJob: Sendable {
+    package var spec: JobSpec
+    package var civil: CivilSchedule?
+    package var ownerUID: UInt32
+    package var addedAt: WallTime
+    package var paused: Bool
+    /// etcd's revision of the record.
+    package var revision: Int64
+    /// The node that added it.
+    package var node: String
+
+    package init(spec: JobSpec, civil: CivilSchedule?, ownerUID: UInt32, addedAt: WallTime, paused: Bool, revision: Int64, node: String) {
+        self.spec = spec
+        self.civil = civil
+        self.ownerUID = ownerUID
+        self.addedAt = addedAt
+        self.paused = paused
+        self.revision = revision
+        self.node = node
+    }
 }
 
 /// Where this node stands in the cluster.
@@ -105,10 +128,23 @@ package enum Input: Sendable {
     case leading(claims: [JobName: WallTime])
     case notLeading(ClusterRole, leader: String?, reason: String)
     case claimDecided(JobName, jobID: UInt64, token: UInt64, won: Bool, reason: String)
+    /// The leader changed (or became unknown) while this node follows.
+    case leaderChanged(String?)
+    /// A shared job was added or changed in etcd (a watch event, the initial read, or this node's own
+    /// write).
+    case sharedJob(SharedJob)
+    /// The whole shared job set as etcd has it: jobs it no longer has are removed.
+    case sharedJobsSynced([SharedJob])
+    /// Shared jobs were cancelled in etcd at `revision`.
+    case sharedJobsRemoved([JobName], revision: Int64)
+    /// This node wrote a change of these shared jobs at `revision` (its own watch event is then old).
+    case sharedRevision([JobName], revision: Int64)
+    /// Another node finished a run of a shared job.
+    case remoteRun(FinishedRun)
 }
 
 /// The answer to a request input.
-package enum Reply: Sendable, Equatable {
+package enum Answer: Sendable, Equatable {
     case done
     /// `RUN`: what became of the fire (`started`, `queued`, `waiting`, `held`, `claiming`, `skipped`).
     case fire(String)
@@ -184,7 +220,7 @@ package struct Engine: Sendable {
     var claims: [UInt64: PendingFire] = [:]
 
     /// Finished runtime jobs kept for `show`; beyond this the oldest finished ones are forgotten.
-    static let finishedRuntimeJobsKept = 1_000
+    package static let finishedRuntimeJobsKept = 1_000
 
     /// The effects of the input being handled.
     var out: [Effect] = []
@@ -200,7 +236,7 @@ package struct Engine: Sendable {
     package mutating func handle(_ input: Input, at now: Instant) -> [Effect] {
         self.now = now
         out = []
-        var answer: Result<Reply, TimerdError>?
+        var answer: Result<Answer, TimerdError>?
         switch input {
         case .add(let request):
             answer = Result { () throws(TimerdError) in try add(request); return .done }
@@ -247,6 +283,25 @@ package struct Engine: Sendable {
             notLeading(role: role, leader: leader, reason: reason)
         case .claimDecided(let name, let jobID, let token, let won, let reason):
             claimDecided(name, jobID: jobID, token: token, won: won, reason: reason)
+        case .leaderChanged(let leader):
+            if clusterRole != .leader { clusterLeader = leader }
+        case .sharedJob(let shared):
+            applySharedJob(shared)
+        case .sharedJobsSynced(let all):
+            let names = Set(all.map(\.spec.name))
+            for name in jobs.keys.sorted() where jobs[name]!.shared && jobs[name]!.origin == .runtime && !names.contains(name) {
+                remove(name, reason: "no longer in the cluster")
+            }
+            for shared in all { applySharedJob(shared) }
+        case .sharedJobsRemoved(let names, let revision):
+            for name in names {
+                guard let job = jobs[name], job.shared, job.origin == .runtime, revision > job.sharedRevision else { continue }
+                remove(name, reason: "cancelled in the cluster")
+            }
+        case .sharedRevision(let names, let revision):
+            for name in names where jobs[name]?.shared == true { jobs[name]!.sharedRevision = revision }
+        case .remoteRun(let record):
+            noteRemoteRun(record)
         }
         if let answer { out.append(.reply(answer)) }
         return out
@@ -270,10 +325,11 @@ package struct Engine: Sendable {
         jobs.compactMap { $0.value.spec.tags.contains(tag) ? $0.key : nil }.sorted()
     }
 
-    /// The wall-clock time of the job's next fire, if it is scheduled.
-    package func nextFire(_ job: EngineJob) -> WallTime? {
+    /// The wall-clock time of the job's next fire, if it is scheduled (as of `now`: a reading, not an
+    /// input). A shared job on a node that does not lead: the schedule's next time.
+    package func nextFire(_ job: EngineJob, at now: Instant) -> WallTime? {
         guard job.state == .scheduled else { return nil }
-        if job.shared, clusterRole != .leader { return followerNextFire(job) }
+        if job.shared, clusterRole != .leader { return followerNextFire(job, at: now) }
         if let mono = job.nextMono { return now.wall(of: mono) }
         return job.nextWall
     }

@@ -38,18 +38,27 @@ package struct RunOutcome: Sendable, Equatable {
     package var httpStatus: Int?
     /// Human-readable cause, e.g. "exited with status 3" or "timed out after 5s; killed with SIGTERM".
     package var reason: String
+    /// The tail of the run's output. The engine passes it on (history, notices) but does not keep it:
+    /// the interpreter holds the last outputs for `show`, under `max_output_memory`.
+    package var output: String
     package var finishedWall: WallTime
     package var duration: Duration
 
     package init(result: Result, exitCode: Int? = nil, signal: Int? = nil, httpStatus: Int? = nil, reason: String,
-                 finishedWall: WallTime, duration: Duration) {
+                 output: String = "", finishedWall: WallTime, duration: Duration) {
         self.result = result
         self.exitCode = exitCode
         self.signal = signal
         self.httpStatus = httpStatus
         self.reason = reason
+        self.output = output
         self.finishedWall = finishedWall
         self.duration = duration
+    }
+
+    /// `ok: exited with status 0 after 12ms`, for the log.
+    package var summary: String {
+        "\(result.rawValue): \(reason) after \(DurationText.format(.milliseconds(duration.nanoseconds / 1_000_000)))"
     }
 }
 
@@ -129,7 +138,8 @@ package enum Decision: Sendable, Equatable {
     /// A job was added (`origin` says whence).
     case added(JobName, origin: String)
     /// A due fire was handled (`scheduled` is when it was due, `lateness` how late it was handled).
-    case fired(JobName, scheduled: WallTime, lateness: Duration)
+    /// `byTimer`: its deadline was reached (false: a missed fire replayed, or `RESUME now`).
+    case fired(JobName, scheduled: WallTime, lateness: Duration, byTimer: Bool)
     /// A run started for the fire due at `scheduled` (nil: by hand).
     case started(JobName, run: Int, scheduled: WallTime?, lateness: Duration?)
     /// The run's process (or request) is running (`pid` nil for a webhook).
@@ -166,7 +176,7 @@ package enum Persist: Sendable, Equatable {
     /// A job's last scheduled fire and run count (runtime jobs) or last scheduled fire (config jobs).
     case fire(JobName, runs: Int, lastScheduled: WallTime?, configJob: Bool)
     /// A finished run, for the history (pruned to `keep`).
-    case run(RunRecord, keep: Int)
+    case run(FinishedRun, keep: Int)
     /// A due fire and what became of it (`WHY`), replacing the record with the same job and sequence.
     case fireRecord(FireRecord, keep: Int)
 }
@@ -198,7 +208,7 @@ package struct StoredJobState: Sendable, Equatable {
 }
 
 /// A finished run for the history.
-package struct RunRecord: Sendable, Equatable {
+package struct FinishedRun: Sendable, Equatable {
     package var job: JobName
     package var run: Int
     /// Nil for a run by hand.
@@ -206,6 +216,19 @@ package struct RunRecord: Sendable, Equatable {
     package var startedAt: WallTime
     package var lateness: Duration?
     package var outcome: RunOutcome
+    /// The cluster node that ran it (nil on a single host).
+    package var node: String?
+
+    package init(job: JobName, run: Int, scheduledAt: WallTime?, startedAt: WallTime, lateness: Duration?, outcome: RunOutcome,
+                 node: String? = nil) {
+        self.job = job
+        self.run = run
+        self.scheduledAt = scheduledAt
+        self.startedAt = startedAt
+        self.lateness = lateness
+        self.outcome = outcome
+        self.node = node
+    }
 }
 
 /// A run the interpreter must start.
@@ -235,7 +258,7 @@ package enum Effect: Sendable {
     /// `Input.claimDecided` with `token`.
     case claim(JobName, jobID: UInt64, instant: WallTime, token: UInt64)
     /// Cluster mode: tell the other nodes of a finished run of a shared job.
-    case publishRun(RunRecord)
+    case publishRun(FinishedRun)
     case persist(Persist)
     /// Stop watching the job's owner process (`owner=pid:N`; the interpreter watches it from the `ADD`).
     case unwatchOwner(JobName, jobID: UInt64)
@@ -246,5 +269,5 @@ package enum Effect: Sendable {
     /// Every run has ended after a stop was asked for (`Input.shutdown`).
     case drained
     /// The answer to a request input (`add` … `reload`), in order with the effects of the change.
-    case reply(Result<Reply, TimerdError>)
+    case reply(Result<Answer, TimerdError>)
 }

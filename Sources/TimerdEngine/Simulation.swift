@@ -216,7 +216,7 @@ package struct Simulation {
     private mutating func note(_ decision: Decision) {
         let at = now.wall
         switch decision {
-        case .fired(let name, let scheduled, let lateness):
+        case .fired(let name, let scheduled, let lateness, _):
             lines.append(Line(at: at, job: name, event: "fire", scheduled: scheduled,
                               detail: lateness > .milliseconds(1) ? "\(DurationText.format(lateness)) late" : nil))
         case .started(let name, let run, let scheduled, _):

@@ -28,6 +28,7 @@ struct FakeAccounts: AccountDirectory {
     let sink = MemoryLogSink()
     let access: AccessControl
     let registry: Registry
+    let clock = testClock()
     let alice = Client(uid: 1001, gid: 1001, pid: 10)
     let bob = Client(uid: 1002, gid: 1002, pid: 11)
     let root = Client(uid: 0, gid: 0, pid: 1)
@@ -40,7 +41,7 @@ struct FakeAccounts: AccountDirectory {
         access = AccessControl(settings)
         registry = Registry(launcher: launcher, log: Logger(sink: sink, minimum: .debug), maxRunning: 10,
                             baseEnvironment: [KeyValue("PATH", "/sbin:/bin"), KeyValue("HOME", "/root"), KeyValue("LANG", "C")],
-                            access: access)
+                            access: access, clock: clock)
     }
 
     @Test func onlyTheOwnerAndRootChangeAJob() async throws {
@@ -106,12 +107,13 @@ struct FakeAccounts: AccountDirectory {
     }
 
     @Test func runsPerMinuteLimitRunAndScheduledFires() async throws {
-        try await registry.add(spec("a", ["every": "1h", "command": "x", "overlap": "allow"]), origin: .runtime, owner: alice)
+        // Every second: its scheduled fire comes before the bucket refills (2 runs a minute).
+        try await registry.add(spec("a", ["every": "1s", "command": "x", "overlap": "allow"]), origin: .runtime, owner: alice)
         let name = try JobName("a")
         #expect(try await registry.runNow(name, by: alice) == "started")
         #expect(try await registry.runNow(name, by: alice) == "started")
         await #expect(throws: TimerdError(.rateLimited, "")) { try await registry.runNow(name, by: root) }
-        #expect(await registry.fire(name, scheduledMono: SystemClock.monoNow(), kind: .scheduled) == "skipped")
+        await registry.fireScheduled(name, clock: clock)
         let info = try await registry.show(name)
         #expect(info.skipped == 1 && info.last_skip?.reason.contains("user_max_runs_per_minute") == true)
         // Root's jobs have no such limit.
@@ -156,7 +158,7 @@ struct FakeAccounts: AccountDirectory {
         _ = try await registry.runNow(JobName("b"))
         launcher.finish(1, output: "abcdef")
         await settle(registry)
-        #expect(try await registry.show(JobName("a")).last_output == Registry.droppedOutput)
+        #expect(try await registry.show(JobName("a")).last_output == HeldOutputs.droppedOutput)
         #expect(try await registry.show(JobName("b")).last_output == "abcdef")
         #expect(sink.all.joined(separator: "\n").contains("max_output_memory (10 bytes) reached: dropped the held output of a"))
     }

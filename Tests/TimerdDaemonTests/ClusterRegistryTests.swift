@@ -1,6 +1,7 @@
 import Synchronization
 import Testing
 import TimerdCore
+import TimerdEngine
 import TimerdProtocol
 import TimerdSystem
 @testable import TimerdDaemon
@@ -28,16 +29,18 @@ final class FakeGate: ClusterGate {
 @Suite struct ClusterRegistryTests {
     let launcher = FakeLauncher()
     let sink = MemoryLogSink()
+    let clock = testClock()
     let registry: Registry
 
     init() {
-        registry = Registry(launcher: launcher, log: Logger(sink: sink, minimum: .debug), maxRunning: 4, baseEnvironment: [])
+        registry = Registry(launcher: launcher, log: Logger(sink: sink, minimum: .debug), maxRunning: 4, baseEnvironment: [], clock: clock)
     }
 
     func logged(_ text: String) -> Bool { sink.all.contains { $0.contains(text) } }
 
-    func record(_ options: [(String, String)], paused: Bool = false, addedAt: WallTime = SystemClock.wallNow()) -> SharedJobRecord {
-        SharedJobRecord(options: options.map { [$0.0, $0.1] }, paused: paused, added_at: addedAt.nanosecondsSinceEpoch, owner_uid: 0, node: "n2")
+    func record(_ options: [(String, String)], paused: Bool = false, addedAt: WallTime? = nil) -> SharedJobRecord {
+        SharedJobRecord(options: options.map { [$0.0, $0.1] }, paused: paused, added_at: (addedAt ?? clock.wallNow).nanosecondsSinceEpoch,
+                        owner_uid: 0, node: "n2")
     }
 
     @Test func runtimeJobsAreSharedConfigJobsOnlyWithClusterYesOwnedJobsNever() async throws {
@@ -59,18 +62,17 @@ final class FakeGate: ClusterGate {
         let info = try await registry.show(JobName("s"))
         #expect(info.cluster && info.node == "n2" && info.state == .scheduled && info.next_fire != nil)
         // A fire reaching a follower (a timer that was armed when it led) is not claimed or run.
-        let fired = await registry.fire(try JobName("s"), scheduledMono: SystemClock.monoNow(), kind: .scheduled)
-        #expect(fired == "skipped")
+        await registry.fireScheduled(try JobName("s"), clock: clock)
         #expect(gate.claimCount == 0 && launcher.count == 0)
         #expect(await registry.statusLine().hasPrefix("cluster follower (leader n2); 1 job"))
         // Its next fire, as shown here, follows the schedule though nothing fires here: the first grid time
         // after now (added 95 s ago, every 10s: added+100, unless this test is starved for seconds).
-        let added = SystemClock.wallNow() + .seconds(-95)
+        let added = clock.wallNow + .seconds(-95)
         await registry.applySharedJob(try JobName("old"), record([("every", "10s"), ("command", "x")], addedAt: added), revision: 6)
-        let before = SystemClock.wallNow()
+        let before = clock.wallNow
         let next = try RFC3339.parse(try #require(try await registry.show(JobName("old")).next_fire))
         let offGrid = (next - added).nanoseconds % 10_000_000_000  // RFC 3339 keeps microseconds
-        #expect((offGrid < 1_000 || offGrid > 10_000_000_000 - 1_000) && next > before && next <= SystemClock.wallNow() + .seconds(10), "\(next)")
+        #expect((offGrid < 1_000 || offGrid > 10_000_000_000 - 1_000) && next > before && next <= clock.wallNow + .seconds(10), "\(next)")
     }
 
     @Test func theLeaderRunsAFireOnlyAfterWinningItsClaimWithTheClaimedInstant() async throws {
@@ -78,13 +80,16 @@ final class FakeGate: ClusterGate {
         await registry.setCluster(gate)
         await registry.becomeLeader(claims: [:])
         let added = WallTime(seconds: 1_800_000_000)
+        clock.setWall(added)
         for name in ["won", "lost"] {
             await registry.applySharedJob(try JobName(name), record([("every", "10s"), ("command", "x")], addedAt: added), revision: 1)
         }
-        // A fire 3 ms late on the grid (anchor = added + 10s) is claimed under the grid time itself.
+        // Handled 3 ms after the grid time (anchor = added + 10s): claimed under the grid time itself.
         let grid = added + .seconds(30)
+        clock.advance(by: (grid - added) + .milliseconds(3))
         for name in ["won", "lost"] {
-            #expect(await registry.fire(try JobName(name), scheduledMono: SystemClock.monoNow(), scheduledWall: grid + .milliseconds(3), kind: .scheduled) == "claiming")
+            let job = try #require(await registry.engine.job(JobName(name)))
+            await registry.deliver(.deadlineReached(job.spec.name, jobID: job.id))
         }
         await settle(registry)
         #expect(gate.claims.withLock { $0.map(\.at) } == [grid, grid])
@@ -126,14 +131,14 @@ final class FakeGate: ClusterGate {
         // Added 105 s ago, every 10s: grid at added+10, +20, … The previous leader claimed up to added+60,
         // so 70, 80, 90 and 100 were missed (more if this test is starved for seconds: the assertions
         // allow for that, they do not depend on the timing).
-        let added = SystemClock.wallNow() + .seconds(-105)
+        let added = clock.wallNow + .seconds(-105)
         await registry.applySharedJob(try JobName("once"), record([("every", "10s"), ("command", "x"), ("misfire", "once")], addedAt: added), revision: 1)
         await registry.applySharedJob(try JobName("all"), record([("every", "10s"), ("command", "x"), ("misfire", "all")], addedAt: added), revision: 1)
         #expect(launcher.count == 0)
-        let before = SystemClock.wallNow()
+        let before = clock.wallNow
         await registry.becomeLeader(claims: ["once": added + .seconds(60), "all": added + .seconds(60)])
         await settle(registry)
-        let after = SystemClock.wallNow()
+        let after = clock.wallNow
         let claimed = gate.claims.withLock { $0 }
         // once: one catch-up, for the latest instant missed at takeover (added+100 unless starved).
         let once = claimed.filter { $0.job == "once" }.map(\.at)
@@ -149,7 +154,7 @@ final class FakeGate: ClusterGate {
         await registry.setCluster(FakeGate())
         await registry.notLeading(role: .follower, leader: "n2", reason: "test")
         let name = try JobName("w")
-        let added = SystemClock.wallNow()
+        let added = clock.wallNow
         await registry.applySharedJob(name, record([("every", "1m"), ("command", "x")], addedAt: added), revision: 10)
         await registry.applySharedJob(name, record([("every", "1m"), ("command", "x")], paused: true, addedAt: added), revision: 11)
         #expect(try await registry.show(name).state == .paused)

@@ -1,6 +1,8 @@
 import Synchronization
 import Testing
+import TimerdConfig
 import TimerdCore
+import TimerdEngine
 import TimerdProtocol
 import TimerdSystem
 @testable import TimerdDaemon
@@ -31,12 +33,34 @@ final class FakeLauncher: RunLauncher {
         let events = started.withLock { $0[index].events }
         events(.finished(RunOutcome(
             result: result, exitCode: exitCode, signal: nil, reason: "test", output: output,
-            finishedWall: WallTime(seconds: 0), durationNs: 0)))
+            finishedWall: WallTime(seconds: 0), duration: .zero)))
     }
 }
 
 func spec(_ name: String, _ options: [String: String]) throws -> JobSpec {
     try JobSpec(name: JobName(name), options: options.sorted { $0.key < $1.key }.map { KeyValue($0.key, $0.value) })
+}
+
+/// A manual clock far ahead of the host's monotonic clock: the registry's Dispatch timers, armed on it,
+/// do not go off during a test; the test moves it and delivers deadlines itself (`fireScheduled`).
+func testClock() -> ManualClock {
+    var start = HostClock().now()
+    start.mono = start.mono + .seconds(366 * 86_400)
+    return ManualClock(start)
+}
+
+extension Registry {
+    /// A scheduled fire of `name` now, as its timer would deliver it: the clock moves to the job's next
+    /// deadline, which is then reached.
+    func fireScheduled(_ name: JobName, clock: ManualClock) {
+        guard let job = engine.job(name) else { return }
+        if let mono = job.nextMono {
+            clock.advance(by: max(.zero, mono - clock.monotonicNow))
+        } else if let wall = job.nextWall {
+            clock.advance(by: max(.zero, wall - clock.wallNow))
+        }
+        deliver(.deadlineReached(name, jobID: job.id))
+    }
 }
 
 /// Waits until the registry has processed everything enqueued so far (launcher events hop onto its queue).
@@ -49,10 +73,12 @@ func settle(_ registry: Registry) async {
 @Suite struct RegistryTests {
     let launcher = FakeLauncher()
     let sink = MemoryLogSink()
+    let clock = testClock()
     let registry: Registry
 
     init() {
-        registry = Registry(launcher: launcher, log: Logger(sink: sink, minimum: .debug), maxRunning: 2, baseEnvironment: [KeyValue("PATH", "/bin")])
+        registry = Registry(launcher: launcher, log: Logger(sink: sink, minimum: .debug), maxRunning: 2,
+                            baseEnvironment: [KeyValue("PATH", "/bin")], clock: clock)
     }
 
     @Test func runNowStartsARunWithTheJobsEnvironment() async throws {
@@ -79,7 +105,7 @@ func settle(_ registry: Registry) async {
         _ = try await registry.runNow(JobName("s"))
         await #expect(throws: TimerdError(.busy, "")) { try await registry.runNow(JobName("s")) }
         // A scheduled fire in the same situation is skipped and counted.
-        await registry.fire(try JobName("s"), scheduledMono: SystemClock.monoNow(), kind: .scheduled)
+        await registry.fireScheduled(try JobName("s"), clock: clock)
         let info = try await registry.show(JobName("s"))
         #expect(info.skipped == 1)
         #expect(info.last_skip?.reason == "run 1 is still going (overlap=skip)")
@@ -127,7 +153,7 @@ func settle(_ registry: Registry) async {
         #expect(try await registry.runNow(JobName("c")) == "waiting")
         #expect(try await registry.show(JobName("c")).pending == 1)
         // c is busy while it waits: with overlap=skip a second fire is skipped, not parked twice.
-        await registry.fire(try JobName("c"), scheduledMono: SystemClock.monoNow(), kind: .scheduled)
+        await registry.fireScheduled(try JobName("c"), clock: clock)
         #expect(try await registry.show(JobName("c")).skipped == 1)
         launcher.finish(1)
         await settle(registry)
@@ -181,7 +207,7 @@ func settle(_ registry: Registry) async {
         let info = try await registry.show(JobName("x"))
         #expect(info.last_result == nil)
         #expect(info.runs == 0)
-        #expect(await registry.runningTotal == 0, "the orphan run still freed its slot")
+        #expect(await registry.engine.runningTotal == 0, "the orphan run still freed its slot")
     }
 
     @Test func generatedNamesSkipEveryNameEverUsed() async throws {
@@ -192,8 +218,8 @@ func settle(_ registry: Registry) async {
     }
 
     @Test func applyConfigDiffsAndRejectsConflictsWhole() async throws {
-        func declared(_ name: String, _ every: String, line: Int) throws -> DeclaredJob {
-            DeclaredJob(spec: try spec(name, ["every": every, "command": "true"]), file: "/c", line: line)
+        func declared(_ name: String, _ every: String, line: Int) throws -> ConfiguredJob {
+            ConfiguredJob(spec: try spec(name, ["every": every, "command": "true"]), file: "/c", line: line)
         }
         var summary = try await registry.applyConfig([declared("keep", "1h", line: 1), declared("change", "1h", line: 2), declared("drop", "1h", line: 3)], maxRunning: 2)
         #expect(summary.added == ["keep", "change", "drop"])
@@ -208,7 +234,7 @@ func settle(_ registry: Registry) async {
         #expect(try await registry.show(JobName("keep")).state == .paused, "unchanged jobs keep their state")
         #expect(try await registry.show(JobName("keep")).declared_at == "/c:5")
         #expect(try await registry.show(JobName("change")).schedule == "every 2h")
-        #expect(await registry.maxRunning == 5)
+        #expect(await registry.engine.settings.maxRunning == 5)
 
         await #expect(throws: TimerdError(.invalidConfig, "")) {
             try await registry.applyConfig([declared("mine", "1h", line: 9)], maxRunning: 5)
@@ -251,7 +277,7 @@ func settle(_ registry: Registry) async {
     }
 
     @Test func finishedRuntimeJobsAreForgottenBeyondTheLimit() async throws {
-        let total = Registry.finishedRuntimeJobsKept + 5
+        let total = Engine.finishedRuntimeJobsKept + 5
         for index in 0..<total {
             try await registry.add(spec("o\(index)", ["in": "1h", "command": "true"]), origin: .runtime)
             try await registry.resume([JobName("o\(index)")], mode: .now)
@@ -259,14 +285,14 @@ func settle(_ registry: Registry) async {
             await settle(registry)
         }
         let names = Set(await registry.list().map(\.name))
-        #expect(names.count == Registry.finishedRuntimeJobsKept)
+        #expect(names.count == Engine.finishedRuntimeJobsKept)
         #expect(!names.contains("o0") && !names.contains("o4") && names.contains("o5"))
     }
 
     @Test func aReleasedHeldFireFollowsTheOverlapPolicy() async throws {
         try await registry.add(spec("h", ["every": "1h", "command": "true"]), origin: .runtime)
         _ = await registry.switchMode(to: "maintenance")
-        await registry.fire(try JobName("h"), scheduledMono: SystemClock.monoNow(), kind: .scheduled)
+        await registry.fireScheduled(try JobName("h"), clock: clock)
         #expect(try await registry.show(JobName("h")).held_since != nil)
         #expect(launcher.count == 0, "held, not run")
         _ = try await registry.runNow(JobName("h"))  // by hand: ignores the mode
@@ -282,7 +308,7 @@ func settle(_ registry: Registry) async {
 /// A job is stored once per job: its inline size is what 100,000 jobs multiply (docs/performance.md).
 @Suite struct JobLayoutTests {
     @Test func aJobStaysSmall() {
-        #expect(MemoryLayout<Job>.size <= 1_100, "Job is \(MemoryLayout<Job>.size) bytes inline")
-        print("MemoryLayout<Job>.size = \(MemoryLayout<Job>.size), JobSpec = \(MemoryLayout<JobSpec>.size)")
+        #expect(MemoryLayout<EngineJob>.size <= 1_100, "EngineJob is \(MemoryLayout<EngineJob>.size) bytes inline")
+        print("MemoryLayout<EngineJob>.size = \(MemoryLayout<EngineJob>.size), JobSpec = \(MemoryLayout<JobSpec>.size)")
     }
 }

@@ -59,13 +59,13 @@ struct Driver {
         return effects
     }
 
-    mutating func add(_ name: String, _ options: [String: String], owner: Requester = T.root, connection: Int? = nil) -> Result<Reply, TimerdError>? {
+    mutating func add(_ name: String, _ options: [String: String], owner: Requester = T.root, connection: Int? = nil) -> Result<Answer, TimerdError>? {
         let spec = T.spec(name, options)
         handle(.add(AddJob(spec: spec, origin: .runtime, owner: owner, civil: T.civil(spec), connection: connection)))
         return reply
     }
 
-    var reply: Result<Reply, TimerdError>? {
+    var reply: Result<Answer, TimerdError>? {
         for case .reply(let result) in effects { return result }
         return nil
     }
