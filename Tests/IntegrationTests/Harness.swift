@@ -25,9 +25,12 @@ final class Daemon: @unchecked Sendable {
     /// Starts a daemon. `config` (if given) is written to `timerd.conf` in a fresh temporary directory;
     /// `$DIR` in it is replaced by that directory. `softFileLimit` starts it with that soft limit on open
     /// descriptors (as systemd starts a service with 1,024), through `sh -c 'ulimit -Sn N; exec timerd …'`:
-    /// the process keeps the shell's PID, so `process` still is the daemon.
+    /// the process keeps the shell's PID, so `process` still is the daemon. With it, `hardFileLimitAtLeast`
+    /// raises the hard limit there first where it is lower (root may): the daemon's limits are set in its
+    /// own shell, never in the test process, whose limits every test shares.
     init(config: String? = nil, extraArguments: [String] = [], environment: [String: String] = [:],
-         waitForReady: Bool = true, stateDirectory sharedState: String? = nil, softFileLimit: Int? = nil) throws {
+         waitForReady: Bool = true, stateDirectory sharedState: String? = nil, softFileLimit: Int? = nil,
+         hardFileLimitAtLeast: Int? = nil) throws {
         directory = try makeTemporaryDirectory()
         socket = directory + "/timerd.sock"
         configPath = directory + "/timerd.conf"
@@ -42,7 +45,10 @@ final class Daemon: @unchecked Sendable {
             + ["--state-dir", stateDirectory] + extraArguments
         if let softFileLimit {
             process.executableURL = URL(fileURLWithPath: "/bin/sh")
-            process.arguments = ["-c", "ulimit -Sn \(softFileLimit) && exec \"$0\" \"$@\"", Self.binaries + "/timerd"] + arguments
+            let raiseHard = hardFileLimitAtLeast.map {
+                "{ [ \"$(ulimit -Hn)\" = unlimited ] || [ \"$(ulimit -Hn)\" -ge \($0) ] || ulimit -Hn \($0); } && "
+            } ?? ""
+            process.arguments = ["-c", raiseHard + "ulimit -Sn \(softFileLimit) && exec \"$0\" \"$@\"", Self.binaries + "/timerd"] + arguments
         } else {
             process.executableURL = URL(fileURLWithPath: Self.binaries + "/timerd")
             process.arguments = arguments
