@@ -143,7 +143,7 @@ import Testing
             timezone = Europe/Berln
             command = true
             """.write(toFile: path, atomically: true, encoding: .utf8)
-        let result = try Daemon.run(Daemon.binaries + "/timerd", ["--check-config", "--config", path])
+        let result = try Daemon.run(Daemon.binary("timerd"), ["--check-config", "--config", path])
         #expect(result.status != 0)
         #expect(result.stderr.contains("\(path):3:"), "\(result.stderr)")
         #expect(result.stderr.contains("unknown time zone \"Europe/Berln\""), "\(result.stderr)")

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import TimerdTestSupport
 
 /// Starts the real `timerd` on a temporary socket with a test-owned `NOTIFY_SOCKET`, waits for `READY=1`,
 /// and drives it with the real `timerctl` or raw protocol lines. Every daemon a test starts is stopped by
@@ -16,11 +17,11 @@ final class Daemon: @unchecked Sendable {
     /// The test-owned `NOTIFY_SOCKET` the daemon reports to.
     let notify: NotifySocket
 
-    /// The directory holding the built `timerd` and `timerctl` (next to the test bundle).
-    static let binaries: String = {
-        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-        return (exe as NSString).deletingLastPathComponent
-    }()
+    /// The `timerd` or `timerctl` the tests start: from `$TIMERD_TEST_BIN_DIR` when set (`make test` sets it
+    /// to `.build/release`, the binaries `make build` produces), else from the test bundle's directory (plain
+    /// `swift test`: the debug build; `make test-tsan`/`test-asan`: the instrumented one). Throws, naming
+    /// the directory, when the binary is not there: a test never falls back to another build's.
+    static func binary(_ name: String) throws -> String { try TestBinaries.product(name) }
 
     /// Starts a daemon. `config` (if given) is written to `timerd.conf` in a fresh temporary directory;
     /// `$DIR` in it is replaced by that directory. `softFileLimit` starts it with that soft limit on open
@@ -31,6 +32,7 @@ final class Daemon: @unchecked Sendable {
     init(config: String? = nil, extraArguments: [String] = [], environment: [String: String] = [:],
          waitForReady: Bool = true, stateDirectory sharedState: String? = nil, softFileLimit: Int? = nil,
          hardFileLimitAtLeast: Int? = nil) throws {
+        let timerd = try Self.binary("timerd")
         directory = try makeTemporaryDirectory()
         socket = directory + "/timerd.sock"
         configPath = directory + "/timerd.conf"
@@ -48,9 +50,9 @@ final class Daemon: @unchecked Sendable {
             let raiseHard = hardFileLimitAtLeast.map {
                 "{ [ \"$(ulimit -Hn)\" = unlimited ] || [ \"$(ulimit -Hn)\" -ge \($0) ] || ulimit -Hn \($0); } && "
             } ?? ""
-            process.arguments = ["-c", raiseHard + "ulimit -Sn \(softFileLimit) && exec \"$0\" \"$@\"", Self.binaries + "/timerd"] + arguments
+            process.arguments = ["-c", raiseHard + "ulimit -Sn \(softFileLimit) && exec \"$0\" \"$@\"", timerd] + arguments
         } else {
-            process.executableURL = URL(fileURLWithPath: Self.binaries + "/timerd")
+            process.executableURL = URL(fileURLWithPath: timerd)
             process.arguments = arguments
         }
         if config == nil { _ = FileManager.default.createFile(atPath: directory + "/absent.conf", contents: Data()) }
@@ -104,7 +106,7 @@ final class Daemon: @unchecked Sendable {
     /// Runs `timerctl --socket … args`, returning its exit code and output.
     @discardableResult
     func ctl(_ arguments: String...) throws -> CommandResult {
-        try Self.run(Self.binaries + "/timerctl", ["--socket", socket] + arguments)
+        try Self.run(Self.binary("timerctl"), ["--socket", socket] + arguments)
     }
 
     /// Sends raw protocol lines on one connection and returns one reply line per request.
