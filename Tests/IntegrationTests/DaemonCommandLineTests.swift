@@ -103,7 +103,10 @@ import TimerdTestSupport
 
     @Test func aSecondDaemonOnTheSameSocketIsRefused() throws {
         let daemon = try Daemon()
-        let second = try Daemon.run(timerd, ["--socket", daemon.socket, "--config", daemon.directory + "/absent.conf"])
+        // A state directory in the first one's test directory: timerd opens its state before it binds, and
+        // without --state-dir that would be the host's /var/lib/timerd (as root).
+        let second = try Daemon.run(timerd, ["--socket", daemon.socket, "--config", daemon.directory + "/absent.conf",
+                                             "--state-dir", daemon.directory + "/second-state"])
         #expect(second.status == 1)
         #expect(second.stderr.contains("another timerd is listening on \(daemon.socket)") || second.stderr.contains(daemon.socket))
         #expect(try daemon.request("PING") == "OK", "the first one is unharmed")
