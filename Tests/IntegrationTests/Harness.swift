@@ -79,9 +79,7 @@ final class Daemon: @unchecked Sendable {
         stop()
         expectNoSanitizerReport(in: log, from: "timerd (pid \(process.processIdentifier), log \(logPath))")
         // Keep the directory (log, files) only when asked: TIMERD_TEST_KEEP=1.
-        if ProcessInfo.processInfo.environment["TIMERD_TEST_KEEP"] == nil {
-            try? FileManager.default.removeItem(atPath: directory)
-        }
+        removeTemporaryDirectory(directory)
     }
 
     /// The daemon's stderr so far.
@@ -192,10 +190,19 @@ func expectNoSanitizerReport(in output: String, from process: String) {
     Issue.record("sanitizer report from \(process):\n\(output[start...])")
 }
 
+/// A fresh directory `/tmp/timerd-test-XXXXXX`. Whoever makes one removes it when the test ends
+/// (`removeTemporaryDirectory`), so a run leaves nothing in /tmp.
 func makeTemporaryDirectory() throws -> String {
     var template = Array("/tmp/timerd-test-XXXXXX".utf8CString)
     guard let result = mkdtemp(&template) else { throw HarnessError("mkdtemp failed") }
     return String(cString: result)
+}
+
+/// Removes a directory from `makeTemporaryDirectory` with everything in it, unless the run keeps them for
+/// a look afterwards (`TIMERD_TEST_KEEP=1`).
+func removeTemporaryDirectory(_ directory: String) {
+    guard ProcessInfo.processInfo.environment["TIMERD_TEST_KEEP"] == nil else { return }
+    try? FileManager.default.removeItem(atPath: directory)
 }
 
 /// A blocking protocol client on one connection.

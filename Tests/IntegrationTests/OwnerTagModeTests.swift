@@ -120,12 +120,11 @@ import TimerdSystem
     }
 
     @Test func configJobsCannotHaveAnOwner() throws {
-        let result = try Daemon.run(Daemon.binary("timerd"), ["--check-config", "--config", try {
-            let directory = try makeTemporaryDirectory()
-            let path = directory + "/t.conf"
-            try "[job \"x\"]\nevery = 1h\ncommand = true\nowner = connection\n".write(toFile: path, atomically: true, encoding: .utf8)
-            return path
-        }()])
+        let directory = try makeTemporaryDirectory()
+        defer { removeTemporaryDirectory(directory) }
+        let path = directory + "/t.conf"
+        try "[job \"x\"]\nevery = 1h\ncommand = true\nowner = connection\n".write(toFile: path, atomically: true, encoding: .utf8)
+        let result = try Daemon.run(Daemon.binary("timerd"), ["--check-config", "--config", path])
         #expect(result.status == 1)
         #expect(result.stderr.contains("t.conf:4: owner applies only to jobs added over the control socket"))
     }
