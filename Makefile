@@ -40,7 +40,8 @@ all: build
 
 help:
 	@echo "make run           install missing packages, build release binaries, run timerd on config/timerd.conf"
-	@echo "make test          install missing packages, then build and run every test"
+	@echo "make test          install missing packages, then build and run every test; the end-to-end"
+	@echo "                   tests start the release timerd and timerctl of make build (.build/release)"
 	@echo "make test-tsan     every test under ThreadSanitizer, built in .build/tsan: the tests start that"
 	@echo "                   instrumented timerd and timerctl, and any report fails the run (about 6 min)"
 	@echo "make test-asan     the same under AddressSanitizer + LeakSanitizer, built in .build/asan (about"
@@ -100,15 +101,21 @@ run: build
 check-config: build
 	.build/release/timerd --check-config --config config/timerd.conf
 
-test: deps oracle-deps
+# The end-to-end tests (IntegrationTests, SystemdTests) start the release timerd and timerctl that `make
+# build` puts in .build/release (what users get): TIMERD_TEST_BIN_DIR names that directory. Without it,
+# as under plain `swift test`, they start the debug ones next to the test bundle; with it, a binary missing
+# there fails every test that needs it (never a silent fall-back). timerd-test-helper, which runs what a
+# test must not do in the shared test process, always comes from the test build. See
+# Tests/TestSupport/TestBinaries.swift.
+test: deps oracle-deps build
 	$(SWIFT) build --build-tests
-	TIMERD_ORACLE_PYTHON=$(ORACLE_VENV)/bin/python3 $(SWIFT) test --skip-build
+	TIMERD_TEST_BIN_DIR=$(CURDIR)/.build/release TIMERD_ORACLE_PYTHON=$(ORACLE_VENV)/bin/python3 $(SWIFT) test --skip-build
 	$(MAKE) test-install
 
 # The whole suite under ThreadSanitizer / AddressSanitizer (+ LeakSanitizer): tests, timerd and timerctl
-# built in a scratch path of their own, so the normal build is left alone. The integration tests start
+# built in a scratch path of their own, so the normal build is left alone. The end-to-end tests start
 # timerd and timerctl from the directory of the test bundle, i.e. the instrumented ones of that build
-# (checked below). halt_on_error: a report (a leak at exit too) makes that process exit with status 66;
+# (checked below; TIMERD_TEST_BIN_DIR, which would point them elsewhere, is removed from their environment). halt_on_error: a report (a leak at exit too) makes that process exit with status 66;
 # the harness also fails the test whose daemon or timerctl printed one (their stderr), SystemdTests
 # look in the private systemd's journal, and a report in the test process fails swift test's exit
 # status. Each suppression, and why it is not timerd's bug, is in sanitizers/*.supp.
@@ -118,7 +125,7 @@ define sanitizer_test
 	@for binary in timerd timerctl; do \
 		grep -q $(3) $(2)/debug/$$binary || { echo "$(2)/debug/$$binary is not built with --sanitize=$(1)"; exit 1; }; \
 	done
-	TIMERD_ORACLE_PYTHON=$(ORACLE_VENV)/bin/python3 $(SWIFT) test --skip-build --sanitize=$(1) --scratch-path $(2)
+	env -u TIMERD_TEST_BIN_DIR TIMERD_ORACLE_PYTHON=$(ORACLE_VENV)/bin/python3 $(SWIFT) test --skip-build --sanitize=$(1) --scratch-path $(2)
 endef
 
 test-tsan: export TSAN_OPTIONS := halt_on_error=1:exitcode=66:atexit_sleep_ms=0:second_deadlock_stack=1:suppressions=$(CURDIR)/sanitizers/tsan.supp

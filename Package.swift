@@ -43,17 +43,23 @@ let package = Package(
         .executableTarget(name: "timerctl", dependencies: ["TimerdCLI"]),
         // The benchmark driver behind `make bench` (bench/run.sh); not installed.
         .executableTarget(name: "timerd-bench", dependencies: ["TimerdProtocol", "TimerdSystem"]),
-        .testTarget(name: "TimerdCoreTests", dependencies: ["TimerdCore"], exclude: ["cron_oracle.py"]),
+        // For the tests only: where they find timerd, timerctl (TIMERD_TEST_BIN_DIR, see the Makefile's test
+        // target) and timerd-test-helper.
+        .target(name: "TimerdTestSupport", path: "Tests/TestSupport"),
+        // For the tests only: does in a process of its own what a test must not do in the test process, where
+        // every test runs at once (signal dispositions, TZ, resource limits). Not installed.
+        .executableTarget(name: "timerd-test-helper", dependencies: ["TimerdSystem"], path: "Tests/TestHelper"),
+        .testTarget(name: "TimerdCoreTests", dependencies: ["TimerdCore", "TimerdTestSupport"], exclude: ["cron_oracle.py"]),
         .testTarget(name: "TimerdEngineTests", dependencies: ["TimerdEngine"]),
         .testTarget(name: "TimerdProtocolTests", dependencies: ["TimerdProtocol"]),
         .testTarget(name: "TimerdConfigTests", dependencies: ["TimerdConfig"]),
-        .testTarget(name: "TimerdSystemTests", dependencies: ["TimerdSystem"]),
+        .testTarget(name: "TimerdSystemTests", dependencies: ["TimerdSystem", "TimerdTestSupport"]),
         .testTarget(name: "TimerdCLITests", dependencies: ["TimerdCLI"]),
         .testTarget(name: "TimerdDaemonTests", dependencies: ["TimerdDaemon", "TimerdEngine", "TimerdConfig"]),
         .testTarget(name: "TimerdStoreTests", dependencies: ["TimerdStore"]),
         .testTarget(name: "TimerdClusterTests", dependencies: ["TimerdCluster"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["TimerdCore", "TimerdProtocol", "TimerdSystem", "TimerdStore", "TimerdCluster"], exclude: ["webhook_server.py"]),
-        .testTarget(name: "SystemdTests", dependencies: []),
+        .testTarget(name: "IntegrationTests", dependencies: ["TimerdCore", "TimerdProtocol", "TimerdSystem", "TimerdStore", "TimerdCluster", "TimerdTestSupport"], exclude: ["webhook_server.py"]),
+        .testTarget(name: "SystemdTests", dependencies: ["TimerdTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -8,17 +8,21 @@ import Testing
 @Suite struct CalendarTests {
     /// A daemon whose wall clock starts at `start` (RFC 3339); `step(to:)` sets it as a clock step would.
     final class ClockedDaemon {
+        /// Holds the clock file (the daemon reads it at start, before its own directory exists).
+        let directory: String
         let clockFile: String
         let daemon: Daemon
 
         init(start: String, config: String? = nil) throws {
-            let directory = try makeTemporaryDirectory()
+            directory = try makeTemporaryDirectory()
             clockFile = directory + "/clock"
             try start.write(toFile: clockFile, atomically: true, encoding: .utf8)
             daemon = try Daemon(config: config, environment: [
                 "TIMERD_TEST_FAILPOINTS": "test-clock", "TIMERD_TEST_CLOCK_FILE": clockFile,
             ])
         }
+
+        deinit { removeTemporaryDirectory(directory) }
 
         func step(to time: String) throws {
             try time.write(toFile: clockFile, atomically: true, encoding: .utf8)
@@ -136,6 +140,7 @@ import Testing
 
     @Test func configRejectsAnUnknownZoneAtItsLine() throws {
         let directory = try makeTemporaryDirectory()
+        defer { removeTemporaryDirectory(directory) }
         let path = directory + "/bad.conf"
         try """
             [job "berlin"]
@@ -143,7 +148,7 @@ import Testing
             timezone = Europe/Berln
             command = true
             """.write(toFile: path, atomically: true, encoding: .utf8)
-        let result = try Daemon.run(Daemon.binaries + "/timerd", ["--check-config", "--config", path])
+        let result = try Daemon.run(Daemon.binary("timerd"), ["--check-config", "--config", path])
         #expect(result.status != 0)
         #expect(result.stderr.contains("\(path):3:"), "\(result.stderr)")
         #expect(result.stderr.contains("unknown time zone \"Europe/Berln\""), "\(result.stderr)")

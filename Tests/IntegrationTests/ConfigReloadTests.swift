@@ -316,7 +316,7 @@ import Testing
     @Test func checkConfig() throws {
         let dir = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let timerd = Daemon.binaries + "/timerd"
+        let timerd = try Daemon.binary("timerd")
 
         let good = dir + "/good.conf"
         try """

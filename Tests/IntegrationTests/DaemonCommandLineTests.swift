@@ -1,11 +1,17 @@
 import Foundation
 import Glibc
 import Testing
+import TimerdTestSupport
 
 /// `timerd`'s own command line and how both binaries find the socket.
 @Suite struct DaemonCommandLineTests {
-    let timerd = Daemon.binaries + "/timerd"
-    let timerctl = Daemon.binaries + "/timerctl"
+    let timerd: String
+    let timerctl: String
+
+    init() throws {
+        timerd = try Daemon.binary("timerd")
+        timerctl = try Daemon.binary("timerctl")
+    }
 
     /// Runs `timerd ARGUMENTS` with `environment` changes (nil removes a variable), reporting to a fresh
     /// notify socket in `directory`; waits for READY=1, runs `body`, then stops it by PID.
@@ -49,6 +55,27 @@ import Testing
         #expect(missing.stderr.hasPrefix("timerd: error: --socket needs a value"))
     }
 
+    @Test func theBinariesComeFromTimerdTestBinDirWhenItIsSet() throws {
+        // `make test` sets it to .build/release; plain `swift test` leaves it unset (the bundle's directory).
+        let expected = ProcessInfo.processInfo.environment["TIMERD_TEST_BIN_DIR"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? TestBinaries.bundleDirectory
+        #expect(timerd == expected + "/timerd" || timerd == FileManager.default.currentDirectoryPath + "/" + expected + "/timerd")
+        #expect(try Daemon.run(timerd, ["--version"]).status == 0)
+    }
+
+    @Test func aMissingBinaryFailsTheTestNamingTheDirectory() throws {
+        let directory = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let error = #expect(throws: MissingBinary.self) {
+            try TestBinaries.executable("timerd", in: directory, from: "TIMERD_TEST_BIN_DIR")
+        }
+        #expect(error?.description.hasPrefix("\(directory)/timerd is missing or not executable (directory from TIMERD_TEST_BIN_DIR)") == true,
+                "\(String(describing: error))")
+        // A directory of that name is not the binary either.
+        try FileManager.default.createDirectory(atPath: directory + "/timerd", withIntermediateDirectories: false)
+        #expect(throws: MissingBinary.self) { try TestBinaries.executable("timerd", in: directory, from: "TIMERD_TEST_BIN_DIR") }
+    }
+
     @Test func bothBinariesHonourTimerdSocket() throws {
         let directory = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -76,7 +103,10 @@ import Testing
 
     @Test func aSecondDaemonOnTheSameSocketIsRefused() throws {
         let daemon = try Daemon()
-        let second = try Daemon.run(timerd, ["--socket", daemon.socket, "--config", daemon.directory + "/absent.conf"])
+        // A state directory in the first one's test directory: timerd opens its state before it binds, and
+        // without --state-dir that would be the host's /var/lib/timerd (as root).
+        let second = try Daemon.run(timerd, ["--socket", daemon.socket, "--config", daemon.directory + "/absent.conf",
+                                             "--state-dir", daemon.directory + "/second-state"])
         #expect(second.status == 1)
         #expect(second.stderr.contains("another timerd is listening on \(daemon.socket)") || second.stderr.contains(daemon.socket))
         #expect(try daemon.request("PING") == "OK", "the first one is unharmed")

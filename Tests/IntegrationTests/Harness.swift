@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import TimerdTestSupport
 
 /// Starts the real `timerd` on a temporary socket with a test-owned `NOTIFY_SOCKET`, waits for `READY=1`,
 /// and drives it with the real `timerctl` or raw protocol lines. Every daemon a test starts is stopped by
@@ -16,18 +17,22 @@ final class Daemon: @unchecked Sendable {
     /// The test-owned `NOTIFY_SOCKET` the daemon reports to.
     let notify: NotifySocket
 
-    /// The directory holding the built `timerd` and `timerctl` (next to the test bundle).
-    static let binaries: String = {
-        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-        return (exe as NSString).deletingLastPathComponent
-    }()
+    /// The `timerd` or `timerctl` the tests start: from `$TIMERD_TEST_BIN_DIR` when set (`make test` sets it
+    /// to `.build/release`, the binaries `make build` produces), else from the test bundle's directory (plain
+    /// `swift test`: the debug build; `make test-tsan`/`test-asan`: the instrumented one). Throws, naming
+    /// the directory, when the binary is not there: a test never falls back to another build's.
+    static func binary(_ name: String) throws -> String { try TestBinaries.product(name) }
 
     /// Starts a daemon. `config` (if given) is written to `timerd.conf` in a fresh temporary directory;
     /// `$DIR` in it is replaced by that directory. `softFileLimit` starts it with that soft limit on open
     /// descriptors (as systemd starts a service with 1,024), through `sh -c 'ulimit -Sn N; exec timerd …'`:
-    /// the process keeps the shell's PID, so `process` still is the daemon.
+    /// the process keeps the shell's PID, so `process` still is the daemon. With it, `hardFileLimitAtLeast`
+    /// raises the hard limit there first where it is lower (root may): the daemon's limits are set in its
+    /// own shell, never in the test process, whose limits every test shares.
     init(config: String? = nil, extraArguments: [String] = [], environment: [String: String] = [:],
-         waitForReady: Bool = true, stateDirectory sharedState: String? = nil, softFileLimit: Int? = nil) throws {
+         waitForReady: Bool = true, stateDirectory sharedState: String? = nil, softFileLimit: Int? = nil,
+         hardFileLimitAtLeast: Int? = nil) throws {
+        let timerd = try Self.binary("timerd")
         directory = try makeTemporaryDirectory()
         socket = directory + "/timerd.sock"
         configPath = directory + "/timerd.conf"
@@ -42,9 +47,12 @@ final class Daemon: @unchecked Sendable {
             + ["--state-dir", stateDirectory] + extraArguments
         if let softFileLimit {
             process.executableURL = URL(fileURLWithPath: "/bin/sh")
-            process.arguments = ["-c", "ulimit -Sn \(softFileLimit) && exec \"$0\" \"$@\"", Self.binaries + "/timerd"] + arguments
+            let raiseHard = hardFileLimitAtLeast.map {
+                "{ [ \"$(ulimit -Hn)\" = unlimited ] || [ \"$(ulimit -Hn)\" -ge \($0) ] || ulimit -Hn \($0); } && "
+            } ?? ""
+            process.arguments = ["-c", raiseHard + "ulimit -Sn \(softFileLimit) && exec \"$0\" \"$@\"", timerd] + arguments
         } else {
-            process.executableURL = URL(fileURLWithPath: Self.binaries + "/timerd")
+            process.executableURL = URL(fileURLWithPath: timerd)
             process.arguments = arguments
         }
         if config == nil { _ = FileManager.default.createFile(atPath: directory + "/absent.conf", contents: Data()) }
@@ -71,9 +79,7 @@ final class Daemon: @unchecked Sendable {
         stop()
         expectNoSanitizerReport(in: log, from: "timerd (pid \(process.processIdentifier), log \(logPath))")
         // Keep the directory (log, files) only when asked: TIMERD_TEST_KEEP=1.
-        if ProcessInfo.processInfo.environment["TIMERD_TEST_KEEP"] == nil {
-            try? FileManager.default.removeItem(atPath: directory)
-        }
+        removeTemporaryDirectory(directory)
     }
 
     /// The daemon's stderr so far.
@@ -98,7 +104,7 @@ final class Daemon: @unchecked Sendable {
     /// Runs `timerctl --socket … args`, returning its exit code and output.
     @discardableResult
     func ctl(_ arguments: String...) throws -> CommandResult {
-        try Self.run(Self.binaries + "/timerctl", ["--socket", socket] + arguments)
+        try Self.run(Self.binary("timerctl"), ["--socket", socket] + arguments)
     }
 
     /// Sends raw protocol lines on one connection and returns one reply line per request.
@@ -184,10 +190,19 @@ func expectNoSanitizerReport(in output: String, from process: String) {
     Issue.record("sanitizer report from \(process):\n\(output[start...])")
 }
 
+/// A fresh directory `/tmp/timerd-test-XXXXXX`. Whoever makes one removes it when the test ends
+/// (`removeTemporaryDirectory`), so a run leaves nothing in /tmp.
 func makeTemporaryDirectory() throws -> String {
     var template = Array("/tmp/timerd-test-XXXXXX".utf8CString)
     guard let result = mkdtemp(&template) else { throw HarnessError("mkdtemp failed") }
     return String(cString: result)
+}
+
+/// Removes a directory from `makeTemporaryDirectory` with everything in it, unless the run keeps them for
+/// a look afterwards (`TIMERD_TEST_KEEP=1`).
+func removeTemporaryDirectory(_ directory: String) {
+    guard ProcessInfo.processInfo.environment["TIMERD_TEST_KEEP"] == nil else { return }
+    try? FileManager.default.removeItem(atPath: directory)
 }
 
 /// A blocking protocol client on one connection.

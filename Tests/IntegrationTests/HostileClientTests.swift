@@ -194,10 +194,33 @@ private enum Size {
 
     // MARK: - 4. 10,000 idle connections
 
+    /// Opens `count` connections to the socket and keeps them until killed (all close at once then). A child
+    /// of its own, not threads of the test process: 10,000 descriptors need more than the usual soft limit
+    /// on open files, and that limit is the whole test process's, shared by every test running meanwhile.
+    /// The child raises its own (and, as root, its hard limit where that is lower).
+    private static let idleClient = """
+        import resource, socket, sys
+        path, count = sys.argv[1], int(sys.argv[2])
+        need = count + 100
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard != resource.RLIM_INFINITY and hard < need:
+            hard = need
+        if soft != resource.RLIM_INFINITY and soft < need:
+            soft = need
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        held = []
+        for _ in range(count):
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(path)
+            held.append(s)
+        sys.stdout.write("sent\\n")
+        sys.stdout.flush()
+        sys.stdin.read()
+        """
+
     @Test func tenThousandIdleConnections() throws {
-        try raiseOwnFileLimit(to: Size.idleConnections + 1_000)
         // As systemd starts a service: 1,024 descriptors (soft). timerd raises that to the hard limit.
-        let fixture = try HostileFixture(softFileLimit: 1_024)
+        let fixture = try HostileFixture(softFileLimit: 1_024, hardFileLimitAtLeast: Size.idleConnections + 1_000)
         let daemon = fixture.daemon
         #expect(daemon.log.contains("open files: soft limit raised from 1024 to "), "log:\n\(daemon.log)")
         let limits = try #require(daemon.openFileLimits)
@@ -205,22 +228,21 @@ private enum Size {
 
         let socketsBefore = daemon.openSockets
         let rssBefore = daemon.residentBytes
-        let idle = Connections()
         let started = Date()
         try fixture.loadStarts()
+        let idle = try PythonClient(script: Self.idleClient, arguments: [daemon.socket, String(Size.idleConnections)])
+        defer { idle.kill() }
+        let allOpen = Atomic<Bool>(false)
         let opener = LoadThreads(threads: 1) { _, load in
-            for index in 0..<Size.idleConnections where load.running {
-                do {
-                    let client = try Client(path: daemon.socket)
-                    idle.list.withLock { $0.append(client) }
-                } catch {
-                    return load.problems.add("connection \(index): \(error)")
-                }
+            if idle.waitUntilSent() {
+                allOpen.store(true, ordering: .releasing)
+            } else {
+                load.problems.add("the idle client ended before it had opened \(Size.idleConnections) connections")
             }
         }
         fixture.probe(until: { opener.finished })
         opener.stop()
-        let opened = idle.list.withLock { $0.count }
+        let opened = allOpen.load(ordering: .acquiring) ? Size.idleConnections : 0
         #expect(opened == Size.idleConnections)
         eventually(timeout: 30, "timerd accepted every connection") {
             daemon.openSockets.subtracting(socketsBefore).count >= opened
@@ -235,8 +257,8 @@ private enum Size {
         measured("10,000 idle connections: opened and accepted in \(Int(openSeconds * 1000)) ms; RSS \(megabytes(rssBefore)) → "
             + "\(megabytes(rssWith)), \(perConnection) bytes per connection; \(daemon.openSockets.count) sockets open")
 
-        // All of them go at once.
-        idle.list.withLock { $0.removeAll() }
+        // All of them go at once: the client is killed.
+        idle.kill()
         eventually(timeout: 30, "timerd closed the idle connections") {
             daemon.openSockets.isSubset(of: socketsBefore)
         }
@@ -414,11 +436,6 @@ private enum Size {
             + "\(names.filter { !fillers.contains($0) && $0 != "tick" })")
         try fixture.checkAfterLoad("killed clients")
     }
-}
-
-/// Connections held open by a load thread.
-private final class Connections: Sendable {
-    let list = Mutex<[Client]>([])
 }
 
 /// A count shared by load threads.

@@ -51,20 +51,6 @@ extension Daemon {
     }
 }
 
-/// Raises this process's soft limit on open descriptors to at least `needed` (to the hard limit, which root
-/// may raise too when it is lower). Returns the soft limit in force.
-@discardableResult
-func raiseOwnFileLimit(to needed: Int) throws -> Int {
-    var limit = rlimit()
-    guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { throw HarnessError("getrlimit: errno \(errno)") }
-    if limit.rlim_max < rlim_t(needed) { limit.rlim_max = rlim_t(needed) }
-    limit.rlim_cur = limit.rlim_max
-    guard setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else {
-        throw HarnessError("setrlimit RLIMIT_NOFILE to \(limit.rlim_cur): errno \(errno)")
-    }
-    return Int(limit.rlim_cur)
-}
-
 /// A number the suite measured, printed for the report (`hostile: …` lines in the test output).
 func measured(_ text: String) {
     print("hostile: \(text)")
@@ -140,8 +126,10 @@ final class HostileFixture {
     private var loadStart: (time: Date, runs: Int)?
 
     /// Starts the daemon with the tick job and `fillerJobs` more (each about 600 bytes of `LIST`).
-    init(fillerJobs: Int = 0, softFileLimit: Int? = nil, sourceLocation: SourceLocation = #_sourceLocation) throws {
-        daemon = try Daemon(softFileLimit: softFileLimit)
+    /// `softFileLimit` and `hardFileLimitAtLeast`: see `Daemon.init`.
+    init(fillerJobs: Int = 0, softFileLimit: Int? = nil, hardFileLimitAtLeast: Int? = nil,
+         sourceLocation: SourceLocation = #_sourceLocation) throws {
+        daemon = try Daemon(softFileLimit: softFileLimit, hardFileLimitAtLeast: hardFileLimitAtLeast)
         pid = daemon.pid
         let tick = Int(Self.tickInterval * 1000)
         try #require(try daemon.request("ADD tick every=\(tick)ms -- /bin/true") == "OK", sourceLocation: sourceLocation)
@@ -273,8 +261,9 @@ final class HostileFixture {
 // MARK: - Child processes
 
 /// A `python3` child that runs `script` with `arguments`, prints `sent` once it has done its hostile part,
-/// and then waits on its stdin (a pipe the test holds) until it is killed.
-final class PythonClient {
+/// and then waits on its stdin (a pipe the test holds) until it is killed. `@unchecked Sendable`: a load
+/// thread may wait for `sent` while the test thread holds it; `kill` comes only after that thread finished.
+final class PythonClient: @unchecked Sendable {
     let process = Process()
     private let stdin = Pipe()
     private let stdout = Pipe()

@@ -48,7 +48,7 @@ import Testing
         let directory = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try "[daemon]\nmetrics_file =\nmetrics_interval = 1ms\n".write(toFile: directory + "/t.conf", atomically: true, encoding: .utf8)
-        let result = try Daemon.run(Daemon.binaries + "/timerd", ["--check-config", "--config", directory + "/t.conf"])
+        let result = try Daemon.run(Daemon.binary("timerd"), ["--check-config", "--config", directory + "/t.conf"])
         #expect(result.status == 1)
         #expect(result.stderr.contains("t.conf:2: metrics_file: empty path"))
         #expect(result.stderr.contains("t.conf:3: metrics_interval: must be at least 100ms"))

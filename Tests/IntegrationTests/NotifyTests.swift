@@ -75,7 +75,7 @@ import Testing
         let process = Process()
         process.executableURL = URL(fileURLWithPath: activate)
         // systemd-socket-activate binds the socket, waits for the first client, then execs timerd with it.
-        process.arguments = ["-l", socket, Daemon.binaries + "/timerd", "--socket", directory + "/unused.sock",
+        process.arguments = try ["-l", socket, Daemon.binary("timerd"), "--socket", directory + "/unused.sock",
                              "--config", directory + "/none.conf", "--state-dir", directory + "/state"]
         _ = FileManager.default.createFile(atPath: directory + "/none.conf", contents: Data())
         let log = directory + "/log"

@@ -42,7 +42,7 @@ import TimerdSystem
         _ = FileManager.default.createFile(atPath: directory + "/none.conf", contents: Data())
         let namespace = Process()
         namespace.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
-        namespace.arguments = ["--pid", "--fork", "--mount-proc", "--kill-child", Daemon.binaries + "/timerd", "--socket", socket,
+        namespace.arguments = try ["--pid", "--fork", "--mount-proc", "--kill-child", Daemon.binary("timerd"), "--socket", socket,
                                "--config", directory + "/none.conf", "--state-dir", directory + "/state"]
         namespace.standardError = FileHandle.nullDevice
         try namespace.run()
@@ -120,12 +120,11 @@ import TimerdSystem
     }
 
     @Test func configJobsCannotHaveAnOwner() throws {
-        let result = try Daemon.run(Daemon.binaries + "/timerd", ["--check-config", "--config", try {
-            let directory = try makeTemporaryDirectory()
-            let path = directory + "/t.conf"
-            try "[job \"x\"]\nevery = 1h\ncommand = true\nowner = connection\n".write(toFile: path, atomically: true, encoding: .utf8)
-            return path
-        }()])
+        let directory = try makeTemporaryDirectory()
+        defer { removeTemporaryDirectory(directory) }
+        let path = directory + "/t.conf"
+        try "[job \"x\"]\nevery = 1h\ncommand = true\nowner = connection\n".write(toFile: path, atomically: true, encoding: .utf8)
+        let result = try Daemon.run(Daemon.binary("timerd"), ["--check-config", "--config", path])
         #expect(result.status == 1)
         #expect(result.stderr.contains("t.conf:4: owner applies only to jobs added over the control socket"))
     }

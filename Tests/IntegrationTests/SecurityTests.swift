@@ -76,7 +76,7 @@ struct SecurityTests {
     }
 
     func ctl(_ user: String, _ arguments: [String]) throws -> CommandResult {
-        try users.run(as: user, Daemon.binaries + "/timerctl", ["--socket", daemon.socket] + arguments)
+        try users.run(as: user, Daemon.binary("timerctl"), ["--socket", daemon.socket] + arguments)
     }
 
     func lastOutput(_ name: String) throws -> String? {
@@ -215,7 +215,7 @@ struct SecurityTests {
         let restarted = try Daemon(config: "[daemon]\nsocket_group = \(users.group)\n", stateDirectory: daemon.stateDirectory)
         chmod(restarted.directory, 0o755)
         #expect(try restarted.show("kept")["owner_uid"] as? Int == Int(users.uid(users.alice)))
-        let denied = try users.run(as: users.bob, Daemon.binaries + "/timerctl", ["--socket", restarted.socket, "cancel", "kept"])
+        let denied = try users.run(as: users.bob, Daemon.binary("timerctl"), ["--socket", restarted.socket, "cancel", "kept"])
         #expect(denied.stderr.contains("permission-denied"))
     }
 }

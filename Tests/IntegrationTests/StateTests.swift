@@ -16,7 +16,10 @@ import TimerdStore
     }
 
     @Test func jobsAddedAtRunTimeComeBackWithTheirState() throws {
-        let state = try makeTemporaryDirectory() + "/state"
+        let directory = try makeTemporaryDirectory()
+        // Registered before the daemons below exist, so it runs after they are released (stopped).
+        defer { removeTemporaryDirectory(directory) }
+        let state = directory + "/state"
         var first: Daemon? = try Daemon(stateDirectory: state)
         let daemon = first!
         #expect(try daemon.request("ADD hourly every=1h command='echo $TIMERD_RUN >> \(state)-hourly'") == "OK")
@@ -72,8 +75,12 @@ import TimerdStore
 
     /// Three interval jobs, one per policy, miss five fires while timerd is down (the test clock jumps).
     @Test func missedFiresFollowTheMisfirePolicy() throws {
-        let state = try makeTemporaryDirectory() + "/state"
+        let directory = try makeTemporaryDirectory()
+        // Registered before the daemons below exist, so it runs after they are released (stopped).
+        defer { removeTemporaryDirectory(directory) }
+        let state = directory + "/state"
         let clockDirectory = try makeTemporaryDirectory()
+        defer { removeTemporaryDirectory(clockDirectory) }
         let clock = clockDirectory + "/clock"
         try "2026-06-01T12:00:00Z".write(toFile: clock, atomically: true, encoding: .utf8)
         let environment = ["TIMERD_TEST_FAILPOINTS": "test-clock", "TIMERD_TEST_CLOCK_FILE": clock]
@@ -113,7 +120,10 @@ import TimerdStore
     /// kill -9 in a loop while clients add and cancel at full speed: every acknowledged ADD is there after
     /// the restart, every acknowledged CANCEL is not, and SQLite's integrity check passes.
     @Test func killNineNeverLosesAnAcknowledgedChange() throws {
-        let state = try makeTemporaryDirectory() + "/state"
+        let directory = try makeTemporaryDirectory()
+        // Registered before the daemons below exist, so it runs after they are released (stopped).
+        defer { removeTemporaryDirectory(directory) }
+        let state = directory + "/state"
         var present = Set<String>()
         var absent = Set<String>()
         var counter = 0
@@ -167,7 +177,10 @@ import TimerdStore
     }
 
     @Test func aCorruptDatabaseIsMovedAsideAndTimerdStarts() throws {
-        let state = try makeTemporaryDirectory() + "/state"
+        let directory = try makeTemporaryDirectory()
+        // Registered before the daemons below exist, so it runs after they are released (stopped).
+        defer { removeTemporaryDirectory(directory) }
+        let state = directory + "/state"
         try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
         try Data("this is not a database, it is a file that was damaged".utf8).write(to: URL(fileURLWithPath: state + "/state.db"))
         let daemon = try Daemon(config: """

@@ -552,7 +552,7 @@ import TimerdSystem
             body = {nope}
 
             """.write(toFile: path, atomically: true, encoding: .utf8)
-        let result = try Daemon.run(Daemon.binaries + "/timerd", ["--check-config", "--config", path])
+        let result = try Daemon.run(Daemon.binary("timerd"), ["--check-config", "--config", path])
         #expect(result.status == 1)
         let lines = result.stderr.split(separator: "\n")
         #expect(lines.contains { $0.contains("t.conf:4:") && $0.contains("webhook") }, "stderr: \(result.stderr)")

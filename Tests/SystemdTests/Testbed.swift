@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import TimerdTestSupport
 
 /// Whether this machine can boot a private systemd (see docs in /work/shared/design/systemd-in-a-namespace.md),
 /// and what to do when it cannot: skip loudly, or fail when `CI=true`.
@@ -65,11 +66,9 @@ final class Testbed: @unchecked Sendable {
         for _ in 0..<3 { url.deleteLastPathComponent() }  // Tests/SystemdTests/Testbed.swift
         return url.path
     }()
-    /// The directory holding the built `timerd` and `timerctl` (next to the test bundle).
-    static let builtBinaries: String = {
-        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-        return (exe as NSString).deletingLastPathComponent
-    }()
+    /// The directory holding the `timerd` and `timerctl` under test: `$TIMERD_TEST_BIN_DIR` when set (`make
+    /// test`: the release build), else the test bundle's (TestBinaries).
+    static let builtBinaries = TestBinaries.productDirectory
     /// Where the namespace runs them from: the build directory, or a copy under /var/tmp when the build is
     /// under /tmp or /run, which the namespace replaces with its own tmpfs (a checkout in /tmp).
     static let binaries: String = {
@@ -112,9 +111,7 @@ final class Testbed: @unchecked Sendable {
 
     static func boot() throws -> Testbed {
         let started = Date()
-        for binary in ["timerd", "timerctl"] where !FileManager.default.isExecutableFile(atPath: "\(builtBinaries)/\(binary)") {
-            throw TestbedError("\(builtBinaries)/\(binary) is missing: build with `swift build --build-tests` first")
-        }
+        for binary in ["timerd", "timerctl"] { _ = try TestBinaries.product(binary) }
         let scratch = try makeScratchDirectory()
         do {
             try FileManager.default.copyItem(atPath: repository + "/tools/private-systemd.sh", toPath: scratch + "/boot.sh")

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import Testing
 @testable import TimerdCore
+import TimerdTestSupport
 
 /// Loads a zone from the system's tz database the way the daemon does (TZif bytes → ZoneRules).
 func systemZone(_ name: String) throws -> ZoneRules {
@@ -18,27 +19,56 @@ let zonesUnderTest = [
     "UTC",
 ]
 
-/// ZoneRules against glibc itself: `localtime_r` and `mktime` in the same process, zone by zone. The suite
-/// changes the process's TZ, so it runs serialized and restores it.
-@Suite(.serialized) struct ZoneRulesTests {
-    static let lock = NSLock()
-
-    func withTZ(_ name: String, _ body: () throws -> Void) rethrows {
-        Self.lock.lock()
-        defer {
-            unsetenv("TZ")
-            tzset()
-            Self.lock.unlock()
+/// ZoneRules against glibc itself: `localtime_r` and `mktime`, zone by zone. glibc computes in
+/// timerd-test-helper, started with `TZ` set to the zone: TZ is process-wide, and setting it here would change
+/// the local zone of every other test running at the same time, and of every child they start.
+@Suite struct ZoneRulesTests {
+    /// glibc's answers to `requests` (the helper's `tz` lines: `local T`, `mktime Y MON MDAY H M S ISDST`),
+    /// made one after another by one process in `zone`, so mktime's remembered offset evolves as it would
+    /// in a single sequence of calls. Each answer is the line's numbers (`[T] + struct tm`'s fields).
+    static func glibc(_ zone: String, _ requests: [String]) throws -> [[Int64]] {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try TestBinaries.helper())
+        process.arguments = ["tz"]
+        process.environment = ["TZ": zone]
+        let input = Pipe(), output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        try process.run()
+        // Written from another thread while this one reads, so neither pipe can fill up and block both.
+        let text = Data(requests.map { $0 + "\n" }.joined().utf8)
+        DispatchQueue.global().async {
+            input.fileHandleForWriting.write(text)
+            try? input.fileHandleForWriting.close()
         }
-        setenv("TZ", name, 1)
-        tzset()
-        try body()
+        let answer = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw GlibcOracleError("timerd-test-helper tz exited \(process.terminationStatus)") }
+        let lines = answer.split(separator: "\n").map { $0.split(separator: " ").compactMap { Int64($0) } }
+        guard lines.count == requests.count else { throw GlibcOracleError("\(lines.count) answers to \(requests.count) requests") }
+        return lines
     }
 
-    static func glibcLocal(_ t: Int64) -> tm {
-        var time = time_t(t)
+    struct GlibcOracleError: Error, CustomStringConvertible {
+        var description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    /// A `struct tm` from the helper's fields: year mon mday hour min sec wday yday isdst gmtoff.
+    static func tmFrom(_ fields: ArraySlice<Int64>) throws -> tm {
+        let f = Array(fields)
+        guard f.count == 10 else { throw GlibcOracleError("expected 10 fields of struct tm, got \(f)") }
         var result = tm()
-        localtime_r(&time, &result)
+        result.tm_year = Int32(f[0])
+        result.tm_mon = Int32(f[1])
+        result.tm_mday = Int32(f[2])
+        result.tm_hour = Int32(f[3])
+        result.tm_min = Int32(f[4])
+        result.tm_sec = Int32(f[5])
+        result.tm_wday = Int32(f[6])
+        result.tm_yday = Int32(f[7])
+        result.tm_isdst = Int32(f[8])
+        result.tm_gmtoff = Int(f[9])
         return result
     }
 
@@ -55,14 +85,13 @@ let zonesUnderTest = [
         var random = SeededGenerator(seed: 11)
         for name in zonesUnderTest {
             let zone = try systemZone(name)
-            withTZ(name) {
-                for _ in 0..<4000 {
-                    let t = Int64.random(in: -2_208_988_800...7_258_118_400, using: &random)
-                    let theirs = Self.glibcLocal(t)
-                    let ours = zone.localTime(t)
-                    expectSame(ours, theirs, "\(name) localtime(\(t))")
-                    if ours.utcOffset != Int(theirs.tm_gmtoff) { return }
-                }
+            let times = (0..<4000).map { _ in Int64.random(in: -2_208_988_800...7_258_118_400, using: &random) }
+            let answers = try Self.glibc(name, times.map { "local \($0)" })
+            for (t, answer) in zip(times, answers) {
+                let theirs = try Self.tmFrom(answer[...])
+                let ours = zone.localTime(t)
+                expectSame(ours, theirs, "\(name) localtime(\(t))")
+                if ours.utcOffset != Int(theirs.tm_gmtoff) { break }
             }
         }
     }
@@ -74,64 +103,58 @@ let zonesUnderTest = [
         var random = SeededGenerator(seed: 12)
         for name in zonesUnderTest {
             let zone = try systemZone(name)
-            withTZ(name) {
-                // Synchronise glibc's remembered offset with ours on an unambiguous time.
-                var sync = tm()
-                sync.tm_year = 100
-                sync.tm_mon = 0
-                sync.tm_mday = 15
-                sync.tm_hour = 12
-                sync.tm_isdst = -1
-                let syncT = Int64(mktime(&sync))
-                var guess = syncT - CivilClock.localSeconds(BrokenDownTime(year: 100, month: 0, day: 15, hour: 12))
-                var checked = 0
-                var transitions: [Int64] = []
-                var t = Int64(1_577_836_800)  // 2020-01-01
-                while t < 2_840_140_800 {  // 2060
-                    let offset = zone.utcOffset(at: t)
-                    // Next transition: step by days until the offset changes.
-                    var next = t + 86_400
-                    while next < 2_840_140_800, zone.utcOffset(at: next) == offset { next += 86_400 }
-                    if next >= 2_840_140_800 { break }
-                    var low = next - 86_400
-                    var high = next
-                    while high - low > 1 {
-                        let mid = (low + high) / 2
-                        if zone.utcOffset(at: mid) == offset { low = mid } else { high = mid }
-                    }
-                    transitions.append(high)
-                    t = high + 3600
+            var transitions: [Int64] = []
+            var t = Int64(1_577_836_800)  // 2020-01-01
+            while t < 2_840_140_800 {  // 2060
+                let offset = zone.utcOffset(at: t)
+                // Next transition: step by days until the offset changes.
+                var next = t + 86_400
+                while next < 2_840_140_800, zone.utcOffset(at: next) == offset { next += 86_400 }
+                if next >= 2_840_140_800 { break }
+                var low = next - 86_400
+                var high = next
+                while high - low > 1 {
+                    let mid = (low + high) / 2
+                    if zone.utcOffset(at: mid) == offset { low = mid } else { high = mid }
                 }
-                // Zones without DST get random instants instead.
-                while transitions.count < 50 {
-                    transitions.append(Int64.random(in: 0...4_102_444_800, using: &random))
-                }
-                for transition in transitions {
-                    let local = zone.localTime(transition)
-                    for _ in 0..<6 {
-                        var request = local
-                        request.minute += Int.random(in: -150...150, using: &random)
-                        request.second = Int.random(in: -5...64, using: &random)
-                        request.isDST = Int.random(in: -1...1, using: &random)
-                        if Bool.random(using: &random) { request.hour += 24 * Int.random(in: -1...1, using: &random) }
-                        var theirs = tm()
-                        theirs.tm_year = Int32(request.year)
-                        theirs.tm_mon = Int32(request.month)
-                        theirs.tm_mday = Int32(request.day)
-                        theirs.tm_hour = Int32(request.hour)
-                        theirs.tm_min = Int32(request.minute)
-                        theirs.tm_sec = Int32(request.second)
-                        theirs.tm_isdst = Int32(request.isDST)
-                        let theirT = Int64(mktime(&theirs))
-                        var ours = request
-                        let ourT = zone.makeTime(&ours, guess: &guess)
-                        #expect(ourT == theirT, "\(name) mktime(\(request)): ours \(String(describing: ourT)), glibc \(theirT)")
-                        expectSame(ours, theirs, "\(name) mktime(\(request)) fields")
-                        checked += 1
-                    }
-                }
-                #expect(checked >= 300, "\(name): only \(checked) times probed")
+                transitions.append(high)
+                t = high + 3600
             }
+            // Zones without DST get random instants instead.
+            while transitions.count < 50 {
+                transitions.append(Int64.random(in: 0...4_102_444_800, using: &random))
+            }
+            var requests: [BrokenDownTime] = []
+            for transition in transitions {
+                let local = zone.localTime(transition)
+                for _ in 0..<6 {
+                    var request = local
+                    request.minute += Int.random(in: -150...150, using: &random)
+                    request.second = Int.random(in: -5...64, using: &random)
+                    request.isDST = Int.random(in: -1...1, using: &random)
+                    if Bool.random(using: &random) { request.hour += 24 * Int.random(in: -1...1, using: &random) }
+                    requests.append(request)
+                }
+            }
+            // First, synchronise glibc's remembered offset with ours on an unambiguous time.
+            let sync = BrokenDownTime(year: 100, month: 0, day: 15, hour: 12)
+            let lines = ([sync] + requests).enumerated().map { index, time in
+                "mktime \(time.year) \(time.month) \(time.day) \(time.hour) \(time.minute) \(time.second) \(index == 0 ? -1 : time.isDST)"
+            }
+            let answers = try Self.glibc(name, lines)
+            let syncT = try #require(answers.first?.first)
+            var guess = syncT - CivilClock.localSeconds(sync)
+            var checked = 0
+            for (request, answer) in zip(requests, answers.dropFirst()) {
+                let theirT = try #require(answer.first)
+                let theirs = try Self.tmFrom(answer.dropFirst())
+                var ours = request
+                let ourT = zone.makeTime(&ours, guess: &guess)
+                #expect(ourT == theirT, "\(name) mktime(\(request)): ours \(String(describing: ourT)), glibc \(theirT)")
+                expectSame(ours, theirs, "\(name) mktime(\(request)) fields")
+                checked += 1
+            }
+            #expect(checked >= 300, "\(name): only \(checked) times probed")
         }
     }
 

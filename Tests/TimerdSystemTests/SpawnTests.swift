@@ -1,7 +1,7 @@
-import Dispatch
 import Glibc
 import Testing
 import TimerdSystem
+import TimerdTestSupport
 
 @Suite struct SpawnTests {
     @Test func outputOfBothStreamsAndExitCode() throws {
@@ -98,41 +98,44 @@ import TimerdSystem
         }
     }
 
-    @Test func signalMaskAndDispositionsAreResetEvenFromABlockingThread() async throws {
-        // SIGTERM ignored in this process must not be inherited (SETSIGDEF).
-        try Signals.ignore(.term)
-        let devNull = try FileDescriptor.openDevNull()
-        defer { try? devNull.close() }
-        // Spawn from a Dispatch worker thread that blocks every signal, as the daemon does.
-        let (child, parentMask) = try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                continuation.resume(
-                    with: Result {
-                        try Signals.blockAllInCurrentThread()
-                        let mask = try procStatusField("thread-self", "SigBlk")
-                        // Long enough to outlast a test run that starves this async test of threads: the
-                        // child must end by the SIGTERM below, never by finishing its sleep.
-                        let child = try Spawn.run(
-                            program: "/bin/sleep", arguments: ["600"], environment: [:], output: devNull)
-                        return (child, mask)
-                    })
-            }
+    /// The spawning process ignores SIGTERM and the spawning thread blocks every signal, as the daemon's
+    /// Dispatch threads do. That process is timerd-test-helper, not this one: a disposition is the whole
+    /// process's, and every other test (and every child it starts meanwhile) would see SIGTERM ignored.
+    @Test func signalMaskAndDispositionsAreResetEvenFromABlockingThread() throws {
+        let pipe = try FileDescriptor.makePipe()
+        defer { try? pipe.read.close() }
+        let helper = try Spawn.run(program: TestBinaries.helper(), arguments: ["spawn-ignoring-sigterm"], environment: [:], output: pipe.write)
+        try pipe.write.close()
+        defer { try? helper.pidfd.close() }
+        // The helper's first line: its child (`sleep 600`, long enough that only the SIGTERM below ends it)
+        // and the helper's own signal mask when it spawned it.
+        let first = try readLine(pipe.read).split(separator: " ")
+        var childEnded = false
+        defer {
+            // On a failure before the SIGTERM: the child by its PID (not reaped before the helper's second
+            // line, so still ours), then the helper, which ignores SIGTERM.
+            if !childEnded, first.count == 2, let pid = Int32(first[0]) { _ = try? ProcessControl.signalProcess(pid, .kill) }
+            _ = try? helper.signal(.kill)
+            _ = try? helper.waitExit(blocking: true)
         }
-        #expect(parentMask != "0000000000000000")  // The precondition is real.
-        // Spawn.run returns after the exec succeeded, so this is sleep's own state.
-        #expect(try procStatusField(String(child.pid), "SigBlk") == "0000000000000000")
+        try #require(first.count == 2, "the helper said \(first)")
+        let child = try #require(Int32(first[0]))
+        #expect(first[1] != "0000000000000000")  // The precondition is real.
+        // Spawn.run returned after the exec succeeded, so this is sleep's own state.
+        #expect(try procStatusField(String(child), "SigBlk") == "0000000000000000")
         // glibc's two internal real-time signals (32, 33) are out of sigaction's reach and keep
         // whatever the parent had (glibc's own posix_spawn ignored them); no standard signal
         // (1...31) may be ignored.
-        let ignoredField = try #require(try procStatusField(String(child.pid), "SigIgn"))
+        let ignoredField = try #require(try procStatusField(String(child), "SigIgn"))
         let ignored = try #require(UInt64(ignoredField, radix: 16))
         #expect(ignored & 0x7fff_ffff == 0)
-        // Default SIGTERM disposition: it kills.
-        #expect(try child.signal(.term))
-        #expect(try child.pidfd.waitReadable(timeoutMilliseconds: 10_000))
-        let status = try child.waitExit()
-        #expect(status == .signaled(.term), "child \(child.pid) ended with \(String(describing: status))")
-        try child.pidfd.close()
+        // Default SIGTERM disposition: it kills. The helper reports how its child ended, then exits.
+        #expect(try ProcessControl.signalProcess(child, .term))
+        let ended = try readLine(pipe.read)
+        childEnded = true
+        #expect(ended == TerminationStatus.signaled(.term).description, "child \(child) ended: \(ended)")
+        #expect(try helper.pidfd.waitReadable(timeoutMilliseconds: 10_000))
+        #expect(try helper.waitExit() == .exited(0))
     }
 
     @Test func childLeadsItsOwnGroupAndGroupKillReachesGrandchildren() throws {

@@ -1,6 +1,7 @@
 import Glibc
 import Testing
 import TimerdSystem
+import TimerdTestSupport
 
 @Suite struct FileSystemTests {
     @Test func globIsSortedAndEmptyWithoutMatches() throws {
@@ -100,6 +101,9 @@ import TimerdSystem
     }
 
     @Test func writeAfterShutdownIsEPIPEWithoutDying() throws {
+        // Process-wide, and deliberately so: SIGPIPE is ignored for the whole test process from the first time
+        // here on and never restored, so no test can see it change under it (every test is fine with EPIPE
+        // instead of being killed, and children get default dispositions back from Spawn and Foundation).
         try Signals.ignore(.pipe)
         // Writing after our own shutdown is EPIPE (and SIGPIPE) deterministically; closing a
         // pipe's read end is not, as a concurrent spawn may briefly hold a copy of it.
@@ -132,16 +136,18 @@ import TimerdSystem
         #expect(try CurrentProcess.residentSetBytes() > 1_000_000)
     }
 
+    /// In timerd-test-helper, not here: the limit is the whole test process's, and lowering it (even by one)
+    /// while other tests open descriptors, or a raise by another test in between, would break either.
     @Test func openFileLimitIsRaisedToTheHardLimit() throws {
         let hard = try CurrentProcess.openFileLimits().hard
         try #require(hard > 64 && hard != UInt64.max)
-        // One below the hard limit (other tests running meanwhile keep thousands), then raised again.
-        var lowered = rlimit(rlim_cur: rlim_t(hard - 1), rlim_max: rlim_t(hard))
-        try #require(setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &lowered) == 0)
-        #expect(try CurrentProcess.openFileLimits() == (hard - 1, hard))
-        #expect(try CurrentProcess.raiseOpenFileLimit() == (hard - 1, hard))
-        #expect(try CurrentProcess.openFileLimits() == (hard, hard))
-        #expect(try CurrentProcess.raiseOpenFileLimit() == (hard, hard), "nothing left to raise")
+        // The helper lowers its soft limit to one below the hard one, then raises it twice.
+        let result = try run(TestBinaries.helper(), ["file-limit"])
+        #expect(result.status.isSuccess, "\(result.output)")
+        #expect(result.output.split(separator: "\n") == [
+            "limits \(hard - 1) \(hard)", "raised \(hard - 1) \(hard)",
+            "limits \(hard) \(hard)", "raised \(hard) \(hard)",  // nothing left to raise
+        ])
     }
 
     @Test func clocks() {
@@ -158,16 +164,16 @@ import TimerdSystem
         #expect(Signal.kill.rawValue == 9)
         #expect(Signal(rawValue: 99).description == "signal 99")
 
-        // SIGUSR2 (12) is bit 11 of SigIgn.
+        // Ignoring and restoring happen in timerd-test-helper: a disposition is the whole process's, and
+        // children the other tests start meanwhile must not see SIGUSR2 ignored. It prints its SigIgn after
+        // each step; SIGUSR2 (12) is bit 11.
         let bit: UInt64 = 1 << 11
-        func ignoredSignals() throws -> UInt64 {
-            let field = try #require(try procStatusField("self", "SigIgn"))
-            return try #require(UInt64(field, radix: 16))
-        }
-        try Signals.ignore(.usr2)
-        #expect(try ignoredSignals() & bit != 0)
-        try Signals.restoreDefault(.usr2)
-        #expect(try ignoredSignals() & bit == 0)
+        let result = try run(TestBinaries.helper(), ["signals"])
+        #expect(result.status.isSuccess, "\(result.output)")
+        let masks = result.output.split(separator: "\n").compactMap { UInt64($0, radix: 16) }
+        try #require(masks.count == 2, "\(result.output)")
+        #expect(masks[0] & bit != 0)
+        #expect(masks[1] & bit == 0)
     }
 
     @Test func signallingAGoneProcessGroupIsFalse() throws {

@@ -164,16 +164,18 @@ import TimerdSystem
     }
 
     @Test func tooLongPathIsAClearError() throws {
-        let path = "/tmp/" + String(repeating: "x", count: 200) + "/control.sock"
-        let error = #expect(throws: SocketError.self) { try UnixSocket.listen(path: path) }
-        #expect(error == .pathTooLong(path: path, limit: 107))
-        #expect(error?.description.hasPrefix("socket path is too long (218 bytes, at most 107)") == true)
-        #expect(throws: SocketError.pathTooLong(path: path, limit: 107)) { try UnixSocket.connect(path: path) }
-        #expect(FileSystem.fileExists("/tmp/" + String(repeating: "x", count: 200)) == false)
-
-        // Exactly the limit works.
+        // Inside the test's own directory, so a listen that wrongly made the parent would make it there.
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
+        let parent = directory.path + "/" + String(repeating: "x", count: 200)
+        let path = parent + "/control.sock"
+        let error = #expect(throws: SocketError.self) { try UnixSocket.listen(path: path) }
+        #expect(error == .pathTooLong(path: path, limit: 107))
+        #expect(error?.description.hasPrefix("socket path is too long (\(path.utf8.count) bytes, at most 107)") == true)
+        #expect(throws: SocketError.pathTooLong(path: path, limit: 107)) { try UnixSocket.connect(path: path) }
+        #expect(FileSystem.fileExists(parent) == false)
+
+        // Exactly the limit works.
         let longest = directory.path + "/" + String(repeating: "s", count: 107 - directory.path.utf8.count - 1)
         #expect(longest.utf8.count == 107)
         let listener = try UnixSocket.listen(path: longest)
@@ -182,9 +184,12 @@ import TimerdSystem
     }
 
     @Test func connectToMissingSocketIsENOENT() throws {
-        let error = #expect(throws: SocketError.self) { try UnixSocket.connect(path: "/tmp/no-such-timerd.sock") }
+        // In a directory of the test's own: a shared path in /tmp could exist.
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.path + "/no-such-timerd.sock"
+        let error = #expect(throws: SocketError.self) { try UnixSocket.connect(path: path) }
         #expect(error?.errno == .noSuchFileOrDirectory)
-        #expect(
-            error?.description == "connect /tmp/no-such-timerd.sock: No such file or directory (ENOENT)")
+        #expect(error?.description == "connect \(path): No such file or directory (ENOENT)")
     }
 }
