@@ -32,13 +32,15 @@ let package = Package(
         .target(name: "CTimerdCurl"),
         // etcd client: blocking calls to etcd's v3 JSON gateway over libcurl, with endpoint failover and watches.
         .target(name: "TimerdCluster", dependencies: ["CTimerdCurl", "TimerdSystem"]),
+        // What timerd and timerctl read off the host to schedule jobs: config files, zones, the machine id.
+        .target(name: "TimerdHost", dependencies: ["TimerdConfig", "TimerdCore", "TimerdSystem"]),
         // The running service: registry, timers, control server, command runner.
         .target(
             name: "TimerdDaemon",
-            dependencies: ["TimerdCore", "TimerdEngine", "TimerdProtocol", "TimerdConfig", "TimerdSystem", "TimerdStore", "CSystemd", "CTimerdCurl", "TimerdCluster"]
+            dependencies: ["TimerdCore", "TimerdEngine", "TimerdHost", "TimerdProtocol", "TimerdConfig", "TimerdSystem", "TimerdStore", "CSystemd", "CTimerdCurl", "TimerdCluster"]
         ),
         // timerctl: verbs, flags, output, exit codes.
-        .target(name: "TimerdCLI", dependencies: ["TimerdCore", "TimerdProtocol", "TimerdSystem"]),
+        .target(name: "TimerdCLI", dependencies: ["TimerdCore", "TimerdEngine", "TimerdHost", "TimerdConfig", "TimerdProtocol", "TimerdSystem"]),
         .executableTarget(name: "timerd", dependencies: ["TimerdDaemon"]),
         .executableTarget(name: "timerctl", dependencies: ["TimerdCLI"]),
         // The benchmark driver behind `make bench` (bench/run.sh); not installed.

@@ -52,7 +52,7 @@ _timerctl_zones() {
 }
 
 _timerctl() {
-    local verbs="add exec cancel pause resume run list show history reload mode stats watch cluster next ping version help"
+    local verbs="add exec cancel pause resume run list show history reload mode stats watch cluster next simulate ping version help"
     local owner_flags="--owner --owner-pid --tag --modes"
     local webhook_flags="--webhook --method --header --body --content-type --expect --retries --retry-backoff --redirects --ca-file --insecure"
     local notify_flags="--on-failure --on-recovery"
@@ -62,8 +62,9 @@ _timerctl() {
     local exec_flags="--start --interval --repeats --async --jitter --fixed-jitter $misfire_flags --count --leeway --command --argv $webhook_flags --timeout --kill-grace --env --meta --cwd --user --group $owner_flags $notify_flags --history-limit --cluster"
     local resume_flags="--now --after"
     local next_flags="--cron --calendar --every --count --timezone --from --dst-gap --dst-repeat"
+    local simulate_flags="--config --from --until --run-duration --down --clock-step --seed"
     # Flags that take a value (as the next word or after "=").
-    local value_flags=" --socket --every --start --in --at --cron --calendar --timezone --dst-gap --dst-repeat --jitter --from --count --leeway --command --argv --timeout --kill-grace --overlap --env --meta --cwd --user --group --owner --owner-pid --tag --modes --interval --after $webhook_flags $notify_flags $misfire_flags --history-limit --cluster --limit "
+    local value_flags=" --socket --every --start --in --at --cron --calendar --timezone --dst-gap --dst-repeat --jitter --from --count --leeway --command --argv --timeout --kill-grace --overlap --env --meta --cwd --user --group --owner --owner-pid --tag --modes --interval --after $webhook_flags $notify_flags $misfire_flags --history-limit --cluster --limit --config --until --run-duration --down --clock-step --seed "
 
     # COMP_WORDS splits "--flag=value" at "=" (COMP_WORDBREAKS): glue those pieces back together.
     local -a words=()
@@ -153,7 +154,7 @@ _timerctl() {
                 compopt -o nospace 2>/dev/null
                 mapfile -t COMPREPLY < <(compgen -P "$prefix$head" \
                     -W "$(_timerctl_job_values "$prog" "$socket" modes default common)" -- "${value##*,}") ;;
-            --socket | --ca-file)
+            --socket | --ca-file | --config)
                 compopt -o filenames 2>/dev/null
                 mapfile -t COMPREPLY < <(compgen -P "$prefix" -f -- "$value") ;;
             --cwd)
@@ -192,6 +193,7 @@ _timerctl() {
         local flags="--socket --help"
         case $verb in
             next) flags="--help $next_flags --json" ;;  # computed locally: no --socket
+            simulate) flags="--help $simulate_flags --json" ;;
             add) flags+=" $job_flags" ;;
             exec) flags+=" $exec_flags --json" ;;
             cancel | pause | resume)

@@ -3,7 +3,7 @@ import TimerdProtocol
 
 /// The verbs of `timerctl`, with everything help and the parser need to know about each.
 package enum CLIVerb: String, CaseIterable, Sendable {
-    case add, exec, cancel, pause, resume, run, list, show, history, reload, mode, stats, watch, cluster, next, ping, version, help
+    case add, exec, cancel, pause, resume, run, list, show, history, reload, mode, stats, watch, cluster, next, simulate, ping, version, help
 
     /// How many job names (positional words) a verb takes.
     package enum Names: Sendable {
@@ -16,8 +16,8 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case optionalTopic
     }
 
-    /// The protocol verb sent to timerd; nil for `help` and `next`, which timerctl answers itself (`next`
-    /// computes the fire times locally, so it works without a running timerd).
+    /// The protocol verb sent to timerd; nil for `help`, `next` and `simulate`, which timerctl answers
+    /// itself (they compute locally, so they work without a running timerd).
     package var wireVerb: Verb? {
         switch self {
         case .add: .add
@@ -35,6 +35,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .watch: .watch
         case .cluster: .cluster
         case .next: nil
+        case .simulate: nil
         case .ping: .ping
         case .version: .version
         case .help: nil
@@ -59,6 +60,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .watch: "Follow what happens to jobs as it happens: fires, runs, skips, changes."
         case .cluster: "Show the cluster: this node's role, the leader, the members and etcd's health."
         case .next: "Print the next fire times of a cron, calendar or every schedule (computed locally)."
+        case .simulate: "Show what a config's jobs would do over a span of time, decision by decision (computed locally)."
         case .ping: "Check that timerd answers."
         case .version: "Print the versions of timerctl and timerd."
         case .help: "Show help for timerctl or for one verb."
@@ -94,6 +96,11 @@ package enum CLIVerb: String, CaseIterable, Sendable {
             [
                 "next (--cron EXPR | --calendar SPEC | --every DUR) [--count N] [--timezone TZ] [--from TIME]",
                 "    [--dst-gap shift|skip] [--dst-repeat first|last|both] [--json]",
+            ]
+        case .simulate:
+            [
+                "simulate --config FILE [--from TIME] --until TIME [--run-duration JOB=DUR]… [--down FROM..TO]…",
+                "    [--clock-step AT=OFFSET]… [--seed N] [--json]",
             ]
         case .ping: ["ping"]
         case .version: ["version [--json]"]
@@ -169,6 +176,22 @@ package enum CLIVerb: String, CaseIterable, Sendable {
                 "  2026-03-27T09:00:00+01:00",
                 "  2026-03-30T09:00:00+02:00",
             ]
+        case .simulate:
+            [
+                "Runs the config's jobs through timerd's own scheduling engine in virtual time, from --from",
+                "(default now) to --until, and prints every decision in time order, one per line: TIME JOB",
+                "EVENT [DETAIL]. Events: fire (a fire fell due), start and finish (a run), skip, miss (a fire",
+                "missed while timerd was down or late), hold (waiting for a mode), queue (waiting behind a",
+                "run or for a run slot); and for timerd itself: stop, start (a --down span), clock.",
+                "The reasons are the ones 'timerctl show' gives. Runs take --run-duration (default 0s).",
+                "--down FROM..TO: timerd is not running over that span (runs then going are stopped; each",
+                "job's misfire policy applies when it starts again). --clock-step AT=OFFSET: the wall clock",
+                "is set by OFFSET (e.g. -1h) at AT. Times are RFC 3339; the output is in UTC. The same input",
+                "gives the same output (random jitter comes from --seed, default 0).",
+                "",
+                "  $ timerctl simulate --config /etc/timerd/timerd.conf --until 2026-04-01T00:00:00Z \\",
+                "      --down 2026-03-29T00:30:00Z..2026-03-29T03:00:00Z --run-duration backup=40m",
+            ]
         case .cluster:
             [
                 "Only in cluster mode (a [cluster] section in timerd.conf; docs/cluster.md). The leader runs",
@@ -192,7 +215,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         switch self {
         case .add, .run, .show, .history: .one
         case .cancel, .pause, .resume: .oneOrMore
-        case .exec, .list, .reload, .stats, .cluster, .next, .ping, .version: .none
+        case .exec, .list, .reload, .stats, .cluster, .next, .simulate, .ping, .version: .none
         case .mode: .optionalOne
         case .watch: .optionalJob
         case .help: .optionalTopic
@@ -203,7 +226,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
     package var selectsByTag: Bool {
         switch self {
         case .cancel, .pause, .resume, .list, .watch: true
-        case .add, .exec, .run, .show, .history, .reload, .mode, .stats, .cluster, .next, .ping, .version, .help: false
+        case .add, .exec, .run, .show, .history, .reload, .mode, .stats, .cluster, .next, .simulate, .ping, .version, .help: false
         }
     }
 
@@ -213,7 +236,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
     /// True when `--json` changes what the verb prints (listed in its help).
     package var hasJSONOutput: Bool {
         switch self {
-        case .exec, .run, .list, .show, .history, .reload, .mode, .stats, .cluster, .watch, .next, .version: true
+        case .exec, .run, .list, .show, .history, .reload, .mode, .stats, .cluster, .watch, .next, .simulate, .version: true
         case .cancel, .pause, .resume: true  // with --tag
         case .add, .ping, .help: false
         }
@@ -226,6 +249,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .watch: "Print each event as the JSON line timerd sends."
         case .next: "Print {\"times\":[…],\"timezone\":…}, as timerd's NEXT replies."
         case .history: "Print the runs as the JSON array timerd sends."
+        case .simulate: "Print one JSON object per decision: at, job, event, scheduled, run, reason, result."
         default: Flag.json.help
         }
     }
@@ -288,6 +312,24 @@ package enum CLIVerb: String, CaseIterable, Sendable {
                     help: "Count from an RFC 3339 time, e.g. 2026-03-27T00:00:00Z (default: now)."),
                 Flag(jobKey: "dst_gap"),
                 Flag(jobKey: "dst_repeat"),
+            ]
+        case .simulate:
+            return [
+                Flag(name: "config", key: "config", kind: .value(placeholder: "FILE"), help: "The config file whose jobs to simulate."),
+                Flag(
+                    name: "from", key: "from", kind: .value(placeholder: "TIME"),
+                    help: "Start at an RFC 3339 time (default: now), as if timerd started then."),
+                Flag(name: "until", key: "until", kind: .value(placeholder: "TIME"), help: "End at an RFC 3339 time."),
+                Flag(
+                    name: "run-duration", key: "run_duration", kind: .value(placeholder: "JOB=DUR"),
+                    help: "JOB's runs take DUR (default 0s; repeatable)."),
+                Flag(
+                    name: "down", key: "down", kind: .value(placeholder: "FROM..TO"),
+                    help: "timerd is not running from FROM to TO, RFC 3339 times (repeatable)."),
+                Flag(
+                    name: "clock-step", key: "clock_step", kind: .value(placeholder: "AT=OFFSET"),
+                    help: "At AT the wall clock is set by OFFSET, e.g. 2026-03-01T12:00:00Z=-1h (repeatable)."),
+                Flag(name: "seed", key: "seed", kind: .value(placeholder: "N"), help: "Seed random jitter with N (default 0)."),
             ]
         case .run, .show, .reload, .mode, .stats, .cluster, .ping, .version, .help:
             return []

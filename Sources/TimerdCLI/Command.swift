@@ -10,6 +10,8 @@ package struct Command: Equatable, Sendable {
         case send(Request)
         /// `next`: compute the fire times of these `NEXT` options locally (no daemon) and print them.
         case next([Option])
+        /// `simulate`: run a config through the engine in virtual time (no daemon) and print its decisions.
+        case simulate([Option])
     }
 
     /// How replies are printed.

@@ -124,6 +124,7 @@ package enum CommandParser {
         }
         if !byTag || !names.isEmpty { try checkNames(names, verb: verb) }
         if verb == .next { return try nextCommand(given: given, options: options, globals: globals) }
+        if verb == .simulate { return try simulateCommand(given: given, options: options, globals: globals) }
 
         guard let wireVerb = verb.wireVerb else {
             // `help [VERB]`
@@ -163,6 +164,17 @@ package enum CommandParser {
             throw UsageError("give --\(repeated) only once", verb: .next)
         }
         return Command(verb: .next, action: .next(options), output: globals.output, socket: globals.socket)
+    }
+
+    /// `simulate`: --config and --until once each; the values are checked when it runs.
+    private static func simulateCommand(given: [String], options: [Option], globals: Globals) throws(UsageError) -> Command {
+        for required in ["config", "until"] where !given.contains(required) {
+            throw UsageError("missing --\(required)", verb: .simulate)
+        }
+        for single in ["config", "from", "until", "seed"] where given.filter({ $0 == single }).count > 1 {
+            throw UsageError("give --\(single) only once", verb: .simulate)
+        }
+        return Command(verb: .simulate, action: .simulate(options), output: globals.output, socket: globals.socket)
     }
 
     private static func checkNames(_ names: [String], verb: CLIVerb) throws(UsageError) {

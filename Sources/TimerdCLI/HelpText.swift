@@ -16,7 +16,7 @@ package enum HelpText {
         lines += ["", "Options:"]
         lines += table([
             (Flag.socket.synopsis, "Talk to timerd on PATH (default: see Socket below)."),
-            (Flag.json.synopsis, "Print replies as JSON (exec, run, list, show, history, reload, mode, stats, cluster, watch, next, version, pause/resume/cancel --tag)."),
+            (Flag.json.synopsis, "Print replies as JSON (exec, run, list, show, history, reload, mode, stats, cluster, watch, next, simulate, version, pause/resume/cancel --tag)."),
             ("-h, --help", "Show help; 'timerctl help VERB' shows a verb's options."),
         ])
         lines += [
@@ -25,7 +25,7 @@ package enum HelpText {
             "$XDG_RUNTIME_DIR/timerd/timerd.sock (/tmp/timerd-UID/timerd.sock without XDG_RUNTIME_DIR) if it exists,",
             "else /run/timerd/timerd.sock if that exists.",
             "",
-            "Exit status: 0 success, 1 timerd (or next) refused the request, 2 usage error, 3 cannot reach timerd.",
+            "Exit status: 0 success, 1 timerd (or next, simulate) refused the request, 2 usage error, 3 cannot reach timerd.",
         ]
         return lines.joined(separator: "\n") + "\n"
     }

@@ -103,6 +103,8 @@ package enum Timerctl {
             return ExitStatus.success
         case .next(let options):
             return next(options, command: command, context: context)
+        case .simulate(let options):
+            return SimulateCommand.run(options, json: command.output == .json, context: context)
         case .send(let request):
             if command.verb == .version, command.output == .text { context.stdout(ReplyFormatter.clientVersionLine) }
             let path = SocketPath.resolve(

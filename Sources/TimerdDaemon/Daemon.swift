@@ -3,34 +3,10 @@ import Synchronization
 import TimerdConfig
 import TimerdCore
 import TimerdEngine
+import TimerdHost
 import TimerdProtocol
 import TimerdStore
 import TimerdSystem
-
-/// The real file system, for the config loader.
-struct DiskConfigFileSystem: ConfigFileSystem {
-    func read(_ path: String) throws(ConfigReadError) -> [UInt8] {
-        do {
-            return try FileSystem.readFile(path)
-        } catch {
-            throw ConfigReadError(reason: "\(error)", isNotFound: error == .noSuchFileOrDirectory)
-        }
-    }
-
-    func glob(_ pattern: String) -> [String] {
-        (try? FileSystem.glob(pattern)) ?? []
-    }
-
-    func accountExists(_ name: String, group: Bool) -> Bool {
-        // A failing account database counts as "exists": the run reports it, the config stays loadable.
-        let accounts = SystemAccounts()
-        do {
-            return group ? try accounts.group(named: name) != nil : try accounts.user(named: name) != nil
-        } catch {
-            return true
-        }
-    }
-}
 
 /// The running service: wires the registry, the command launcher and the control server together, and
 /// owns start-up, reload and shutdown.
@@ -71,7 +47,7 @@ public final class Daemon: Sendable {
 
         let configPath = options.config ?? DaemonOptions.defaultConfig
         let configuration: Configuration
-        switch loadConfig(path: configPath, explicit: options.config != nil) {
+        switch HostConfig.load(path: configPath, explicit: options.config != nil) {
         case .success(let loaded):
             configuration = loaded
         case .failure(let errors):
@@ -189,12 +165,6 @@ public final class Daemon: Sendable {
         } catch {
             log.warning("open files: cannot raise the soft limit to the hard limit: \(error)")
         }
-    }
-
-    /// Reads the config; a missing default config is an empty one, a missing explicit one an error.
-    static func loadConfig(path: String, explicit: Bool) -> Result<Configuration, ConfigErrors> {
-        if !explicit, !FileSystem.fileExists(path) { return .success(.empty) }
-        return ConfigLoader.loadResult(path: path, fileSystem: DiskConfigFileSystem())
     }
 
     /// The environment every run starts from: a fixed `PATH` and a few variables from the daemon's own
@@ -353,7 +323,7 @@ public final class Daemon: Sendable {
 
     private func reloadConfig(path configPath: String) async throws(TimerdError) -> ReloadSummary {
         let configuration: Configuration
-        switch Self.loadConfig(path: configPath, explicit: configPathExplicit) {
+        switch HostConfig.load(path: configPath, explicit: configPathExplicit) {
         case .success(let loaded):
             configuration = loaded
         case .failure(let errors):

@@ -1,36 +1,16 @@
 import Dispatch
 import TimerdCore
 import TimerdEngine
+import TimerdHost
 import TimerdSystem
 
 /// Cron and calendar jobs: their zone, their next fire on the wall clock, jitter, and what happens when
 /// the wall clock is set.
 extension Registry {
-    /// The job's schedule resolved in its zone (the job's `timezone`, else the system zone), or nil for
-    /// schedules that are not cron or calendar. Throws `bad-argument` for an unknown zone.
+    /// The job's schedule resolved in its zone (`HostConfig.civilSchedule`).
     static func civilSchedule(for spec: JobSpec) throws(TimerdError) -> CivilSchedule? {
-        let pattern: CivilSchedule.Pattern
-        switch spec.schedule {
-        case .cron(let expression):
-            if expression.isReboot { return nil }
-            pattern = .cron(expression)
-        case .calendar(let calendar): pattern = .calendar(calendar)
-        default: return nil
-        }
-        let zone = try spec.timezone.map { name throws(TimerdError) in try SystemTimeZones.zone(named: name) }
-            ?? SystemTimeZones.systemZone()
-        return CivilSchedule(pattern: pattern, zone: zone, gap: spec.dstGap, repeat: spec.dstRepeat)
+        try HostConfig.civilSchedule(for: spec)
     }
-
-    /// `/etc/machine-id`, the seed of fixed jitter (as for systemd's `FixedRandomDelay=`); the host name
-    /// when it is missing.
-    static let machineID: String = {
-        if let bytes = try? FileSystem.readFile("/etc/machine-id") {
-            let text = String(decoding: bytes, as: UTF8.self).filter { !$0.isWhitespace }
-            if !text.isEmpty { return text }
-        }
-        return (try? CurrentProcess.hostname()) ?? "localhost"
-    }()
 
     /// The wall clock was set (an NTP step, `date -s`, a resume from suspend, or the test clock): the
     /// engine re-arms every wall-clock job at once for its new next fire.

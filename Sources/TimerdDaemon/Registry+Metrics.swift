@@ -36,7 +36,7 @@ extension Registry {
         for name in names {
             let job = engine.job(name)!
             for result in [RunOutcome.Result.ok, .failed, .timeout, .killed] {
-                text += "timerd_job_runs_total{job=\"\(name)\",result=\"\(result.rawValue)\"} \(job.runsByResult[result] ?? 0)\n"
+                text += "timerd_job_runs_total{job=\"\(name)\",result=\"\(result.rawValue)\"} \(job.runsByResult[result])\n"
             }
         }
         family("timerd_job_last_success_timestamp_seconds", "gauge", "When the job's last successful run ended (Unix time).")

@@ -18,10 +18,10 @@ extension Registry {
         }
         let runsByResult = engine.runsByResult
         var runCounts = DaemonStats.RunCounts()
-        runCounts.ok = runsByResult[.ok] ?? 0
-        runCounts.failed = runsByResult[.failed] ?? 0
-        runCounts.timeout = runsByResult[.timeout] ?? 0
-        runCounts.killed = runsByResult[.killed] ?? 0
+        runCounts.ok = runsByResult[.ok]
+        runCounts.failed = runsByResult[.failed]
+        runCounts.timeout = runsByResult[.timeout]
+        runCounts.killed = runsByResult[.killed]
         let now = clock.monotonicNow
         return DaemonStats(
             jobs: jobCounts, runs: runCounts, running: engine.runningTotal, pending: pending, skipped: engine.skippedTotal,

@@ -1,6 +1,7 @@
 import Dispatch
 import TimerdCore
 import TimerdEngine
+import TimerdHost
 import TimerdSystem
 import TimerdProtocol
 import TimerdStore
@@ -80,7 +81,7 @@ actor Registry {
         startedMono = clock.monotonicNow
         engine = Engine(settings: EngineSettings(
             maxRunning: maxRunning, userMaxRunsPerMinute: access.settings.userMaxRunsPerMinute,
-            userMaxJobs: access.settings.userMaxJobs, machineID: Self.machineID, seed: seed ?? UInt64.random(in: .min ... .max),
+            userMaxJobs: access.settings.userMaxJobs, machineID: HostConfig.machineID, seed: seed ?? UInt64.random(in: .min ... .max),
             daemonUID: Client.daemonUID))
     }
 

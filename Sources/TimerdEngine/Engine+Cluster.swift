@@ -29,8 +29,9 @@ extension Engine {
 
     /// A shared job's scheduled fire: claim it, then fire it (or not) when the claim is decided. The
     /// fire runs with the claimed instant as its scheduled time, the same whichever node runs it.
-    mutating func claimThenFire(_ name: JobName, _ pending: PendingFire) -> String {
-        guard settings.clusterNode != nil, clusterRole == .leader, var job = jobs[name] else {
+    mutating func claimThenFire(_ job: EngineJob, _ pending: PendingFire) -> String {
+        let name = job.name
+        guard settings.clusterNode != nil, clusterRole == .leader else {
             log(.debug, name, "fire at \(RFC3339.format(pending.scheduledWall)) not run here: this node does not lead the cluster")
             return "skipped"
         }
@@ -40,22 +41,20 @@ extension Engine {
         nextClaimToken += 1
         claims[token] = claimed
         job.claiming += 1
-        jobs[name] = job
         out.append(.claim(name, jobID: job.id, instant: claimed.scheduledWall, token: token))
         return "claiming"
     }
 
     mutating func claimDecided(_ name: JobName, jobID: UInt64, token: UInt64, won: Bool, reason: String) {
-        guard let pending = claims.removeValue(forKey: token), var job = jobs[name], job.id == jobID else { return }
+        guard let pending = claims.removeValue(forKey: token), let job = jobs[name], job.id == jobID else { return }
         job.claiming -= 1
-        jobs[name] = job
         guard won else {
             log(.notice, name, "fire at \(RFC3339.format(pending.scheduledWall)) not run here: \(reason)")
             return
         }
         if let count = job.spec.count, job.acceptedFires >= count { return }
-        fire(name, pending, claimed: true)
-        persistFire(name)
+        fire(job, pending, claimed: true)
+        persistFire(job)
     }
 
     /// This node now holds the leader key: arm every shared job from the last instant claimed in etcd,
@@ -67,7 +66,7 @@ extension Engine {
         clusterLeader = node
         var count = 0
         for name in jobs.keys.sorted() {
-            guard var job = jobs[name], job.shared else { continue }
+            guard let job = jobs[name], job.shared else { continue }
             count += 1
             disarm(job)
             job.replays = []
@@ -79,12 +78,11 @@ extension Engine {
                 job.lastScheduledWall = nil
             }
             if job.state != .finished {
-                catchUp(&job, configJob: job.origin != .runtime, paused: job.state == .paused,
+                catchUp(job, configJob: job.origin != .runtime, paused: job.state == .paused,
                         missedWhile: "while no node led the cluster")
             }
-            jobs[name] = job
-            if job.state == .scheduled { arm(name) }
-            runMissed(name)
+            if job.state == .scheduled { arm(job) }
+            runMissed(job)
         }
         if !wasLeader { log(.notice, "cluster: this node (\(node)) now leads: it runs the \(count) shared job(s)") }
     }
@@ -99,7 +97,7 @@ extension Engine {
         log(.warning, "cluster: this node no longer leads (\(reason)); it starts no shared job until it leads again")
         var dropped = 0
         for name in jobs.keys.sorted() {
-            guard var job = jobs[name], job.shared else { continue }
+            guard let job = jobs[name], job.shared else { continue }
             disarm(job)
             dropped += job.replays.count + job.pending
             job.replays = []
@@ -108,7 +106,6 @@ extension Engine {
                 waiting.removeAll { $0.jobID == job.id }
                 job.waitingForSlot = 0
             }
-            jobs[name] = job
         }
         if dropped > 0 { log(.warning, "cluster: \(dropped) pending shared fire(s) dropped with the leadership") }
     }
@@ -137,7 +134,7 @@ extension Engine {
             }
             remove(name, reason: "replaced by a newer definition in the cluster")
         }
-        var job = EngineJob(id: nextJobID, spec: shared.spec, origin: .runtime, ownerUID: shared.ownerUID)
+        let job = EngineJob(id: nextJobID, spec: shared.spec, origin: .runtime, ownerUID: shared.ownerUID)
         nextJobID += 1
         namesEverUsed.insert(name.rawValue)
         job.civil = shared.civil
@@ -145,19 +142,19 @@ extension Engine {
         job.sharedRevision = shared.revision
         job.addedWall = shared.addedAt
         if case .every(let interval, let start) = job.spec.schedule { job.anchorWall = job.addedWall + (start ?? interval) }
-        catchUp(&job, configJob: false, paused: shared.paused, runMissed: clusterRole == .leader)
+        catchUp(job, configJob: false, paused: shared.paused, runMissed: clusterRole == .leader)
         if shared.paused, job.state == .scheduled { job.state = .paused }
         jobs[name] = job
-        persistJob(name)
+        persistJob(job)
         log(.info, name, "added (cluster, on node \(shared.node)): \(job.spec.schedule.summary): \(job.spec.action.summary)")
         decide(.added(name, origin: "cluster"))
-        if job.state == .scheduled { arm(name) }
-        runMissed(name)
+        if job.state == .scheduled { arm(job) }
+        runMissed(job)
     }
 
     /// A run of a shared job that another node finished: into this node's history and `show`.
     mutating func noteRemoteRun(_ record: FinishedRun) {
-        guard let node = settings.clusterNode, let from = record.node, from != node, var job = jobs[record.job], job.shared else { return }
+        guard let node = settings.clusterNode, let from = record.node, from != node, let job = jobs[record.job], job.shared else { return }
         var outcome = record.outcome
         outcome.reason = "\(outcome.exitCode.map { "exited with status \($0)" } ?? outcome.result.rawValue) on node \(from)"
         job.runs = max(job.runs, record.run)
@@ -166,9 +163,8 @@ extension Engine {
         var kept = outcome
         kept.output = ""
         job.lastOutcome = (record.run, kept)
-        job.runsByResult[outcome.result, default: 0] += 1
+        job.runsByResult[outcome.result] += 1
         if let scheduled = record.scheduledAt { job.lastScheduledWall = max(job.lastScheduledWall ?? scheduled, scheduled) }
-        jobs[record.job] = job
         if job.spec.historyLimit > 0 { out.append(.persist(.run(record, keep: job.spec.historyLimit))) }
     }
 }

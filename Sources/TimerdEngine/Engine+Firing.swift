@@ -8,17 +8,17 @@ extension Engine {
     /// Handles one fire of a job by its mode, overlap policy and the daemon's run cap. Returns what
     /// happened: `started`, `queued`, `waiting` (for a run slot), `held`, `claiming` or `skipped`.
     @discardableResult
-    mutating func fire(_ name: JobName, _ pending: PendingFire, claimed: Bool = false) -> String {
-        guard var job = jobs[name] else { return "skipped" }
+    mutating func fire(_ job: EngineJob, _ pending: PendingFire, claimed: Bool = false) -> String {
+        let name = job.name
         if pending.kind == .scheduled, !Mode.includes(job.spec.modes, currentMode) {
-            return hold(name, pending)
+            return hold(job, pending)
         }
         // A shared job's scheduled fire runs only once this node has won it in etcd.
         if pending.kind == .scheduled, job.shared, !claimed {
-            return claimThenFire(name, pending)
+            return claimThenFire(job, pending)
         }
         if pending.kind == .scheduled, !takeRunToken(ownerUID: job.ownerUID) {
-            noteSkip(name, count: 1, scheduled: pending.scheduledWall, sequence: pending.sequence,
+            noteSkip(job, count: 1, scheduled: pending.scheduledWall, sequence: pending.sequence,
                      reason: "uid \(job.ownerUID)'s jobs started \(settings.userMaxRunsPerMinute) runs in the last minute (user_max_runs_per_minute)")
             return "skipped"
         }
@@ -27,21 +27,20 @@ extension Engine {
             let holder = job.active.first.map { "run \($0.id) is still going" } ?? "the previous fire is still waiting for a run slot"
             switch job.spec.overlap {
             case .skip:
-                noteSkip(name, count: 1, scheduled: pending.scheduledWall, sequence: pending.sequence, reason: "\(holder) (overlap=skip)")
+                noteSkip(job, count: 1, scheduled: pending.scheduledWall, sequence: pending.sequence, reason: "\(holder) (overlap=skip)")
                 return "skipped"
             case .queue, .replace:
                 if job.queued != nil {
-                    noteSkip(name, count: 1, scheduled: pending.scheduledWall, sequence: pending.sequence,
+                    noteSkip(job, count: 1, scheduled: pending.scheduledWall, sequence: pending.sequence,
                              reason: "\(holder) and a fire is already queued (overlap=\(job.spec.overlap))")
                     return "skipped"
                 }
                 job.queued = pending
                 if pending.kind == .scheduled { job.acceptedFires += 1 }
-                jobs[name] = job
                 let replace = job.spec.overlap == .replace
                 let reason = replace ? "\(holder); stopping it to start anew (overlap=replace)" : "\(holder); fire queued (overlap=queue)"
                 log(.info, name, reason)
-                noteWaiting(name, pending, outcome: .queued, reason: reason)
+                noteWaiting(job, pending, outcome: .queued, reason: reason)
                 if replace {
                     for run in job.active {
                         out.append(.stopRun(name, jobID: job.id, run: run.id, reason: "replaced by a new fire (overlap=replace)", kill: false))
@@ -53,28 +52,26 @@ extension Engine {
             }
         }
         if pending.kind == .scheduled { job.acceptedFires += 1 }
-        jobs[name] = job
-        return startOrWait(name, pending)
+        return startOrWait(job, pending)
     }
 
     /// Starts a run now, or parks it until a run slot frees up (`max_running`).
-    mutating func startOrWait(_ name: JobName, _ pending: PendingFire) -> String {
+    mutating func startOrWait(_ job: EngineJob, _ pending: PendingFire) -> String {
+        let name = job.name
         guard runningTotal >= settings.maxRunning else {
-            startRun(name, pending)
+            startRun(job, pending)
             return "started"
         }
-        guard var job = jobs[name] else { return "skipped" }
         job.waitingForSlot += 1
-        jobs[name] = job
         waiting.append((name, job.id, pending))
         let reason = "fire waits for a run slot (max_running=\(settings.maxRunning) runs already going)"
         log(.notice, name, reason)
-        noteWaiting(name, pending, outcome: .waiting, reason: reason)
+        noteWaiting(job, pending, outcome: .waiting, reason: reason)
         return "waiting"
     }
 
-    private mutating func startRun(_ name: JobName, _ pending: PendingFire) {
-        guard var job = jobs[name] else { return }
+    private mutating func startRun(_ job: EngineJob, _ pending: PendingFire) {
+        let name = job.name
         let runID = job.nextRunID
         job.nextRunID += 1
         job.runs += 1
@@ -83,40 +80,38 @@ extension Engine {
             id: runID, startedMono: now.mono, startedWall: now.wall, kind: pending.kind, scheduledWall: pending.scheduledWall,
             lateness: lateness, sequence: pending.sequence))
         job.lastStarted = (runID, now.wall, lateness)
-        jobs[name] = job
         runningTotal += 1
         out.append(.startRun(RunStart(
             job: name, jobID: job.id, run: runID, kind: pending.kind, scheduled: pending.scheduledWall, lateness: lateness,
-            spec: job.spec, ownerUID: job.ownerUID)))
+            specBox: job.specBox, ownerUID: job.ownerUID)))
         let late = lateness > .milliseconds(1) ? ", \(DurationText.format(.milliseconds(lateness.nanoseconds / 1_000_000))) late" : ""
         log(.info, name, run: runID,
             "starting (\(pending.kind == .manual ? "by hand" : "scheduled at \(RFC3339.format(pending.scheduledWall))")\(late))")
         decide(.started(name, run: runID, scheduled: pending.kind == .manual ? nil : pending.scheduledWall,
                         lateness: pending.kind == .manual ? nil : lateness))
         if pending.sequence != 0 {
-            record(FireRecord(job: name, sequence: pending.sequence, scheduled: pending.scheduledWall, outcome: .ran,
+            record(job, FireRecord(job: name, sequence: pending.sequence, scheduled: pending.scheduledWall, outcome: .ran,
                               run: runID, lateness: lateness))
         }
     }
 
     /// Holds a scheduled fire while the daemon is in a mode the job does not run in. A job holds at most
     /// one fire (a repeating job fires once when its mode returns, not a burst); later ones are skipped.
-    mutating func hold(_ name: JobName, _ pending: PendingFire) -> String {
-        guard var job = jobs[name] else { return "skipped" }
+    mutating func hold(_ job: EngineJob, _ pending: PendingFire) -> String {
+        let name = job.name
         guard job.heldFire == nil else {
-            noteSkip(name, count: 1, scheduled: pending.scheduledWall, sequence: pending.sequence,
+            noteSkip(job, count: 1, scheduled: pending.scheduledWall, sequence: pending.sequence,
                      reason: "held: the daemon is in mode \(currentMode) and one fire is already held")
             return "skipped"
         }
         job.heldFire = pending
         job.heldSince = now.wall
         job.acceptedFires += 1
-        jobs[name] = job
         let reason = "fire held: the daemon is in mode \(currentMode); the job runs in \(job.spec.modes.joined(separator: ","))"
         log(.info, name, reason)
         decide(.held(name, scheduled: pending.scheduledWall, reason: reason))
         if pending.sequence != 0 {
-            record(FireRecord(job: name, sequence: pending.sequence, scheduled: pending.scheduledWall, outcome: .held, reason: reason))
+            record(job, FireRecord(job: name, sequence: pending.sequence, scheduled: pending.scheduledWall, outcome: .held, reason: reason))
         }
         return "held"
     }
@@ -142,8 +137,8 @@ extension Engine {
 
     mutating func runFinished(_ name: JobName, jobID: UInt64, run runID: Int, outcome: RunOutcome) {
         runningTotal -= 1
-        runsByResult[outcome.result, default: 0] += 1
-        if var job = jobs[name], job.id == jobID {
+        runsByResult[outcome.result] += 1
+        if let job = jobs[name], job.id == jobID {
             let finished = job.active.first { $0.id == runID }
             job.active.removeAll { $0.id == runID }
             let previous = job.lastOutcome?.outcome.result
@@ -155,16 +150,15 @@ extension Engine {
                 if job.spec.historyLimit > 0, job.spec.owner == nil { out.append(.persist(.run(history, keep: job.spec.historyLimit))) }
                 if job.shared { out.append(.publishRun(history)) }
                 if finished.sequence != 0 {
-                    record(FireRecord(job: name, sequence: finished.sequence, scheduled: finished.scheduledWall, outcome: .ran,
+                    record(job, FireRecord(job: name, sequence: finished.sequence, scheduled: finished.scheduledWall, outcome: .ran,
                                       run: runID, lateness: finished.lateness, result: outcome.result))
                 }
             }
             var kept = outcome
             kept.output = ""
             job.lastOutcome = (runID, kept)
-            job.runsByResult[outcome.result, default: 0] += 1
+            job.runsByResult[outcome.result] += 1
             if outcome.result == .ok { job.lastSuccess = outcome.finishedWall }
-            jobs[name] = job
             // The interpreter logs the run's end from this decision, with its exit status for the journal.
             decide(.finished(name, run: runID, outcome: outcome))
             // `on_failure` when a run fails after a success (or as the job's first run), `on_recovery` when
@@ -178,11 +172,10 @@ extension Engine {
             }
             if job.active.isEmpty, let queued = job.queued {
                 job.queued = nil
-                jobs[name] = job
-                if !shuttingDown { _ = startOrWait(name, queued) }
+                if !shuttingDown { _ = startOrWait(job, queued) }
             }
-            runMissed(name)
-            noteIfIdleAndFinished(name)
+            runMissed(job)
+            noteIfIdleAndFinished(job)
         } else {
             orphanRuns.removeAll { $0.jobID == jobID && $0.run == runID }
             log(.info, name, run: runID, "run of a removed job ended: \(outcome.summary)")
@@ -195,78 +188,73 @@ extension Engine {
     mutating func startWaitingRuns() {
         while runningTotal < settings.maxRunning, !waiting.isEmpty, !shuttingDown {
             let next = waiting.removeFirst()
-            guard var job = jobs[next.name], job.id == next.jobID else { continue }
+            guard let job = jobs[next.name], job.id == next.jobID else { continue }
             job.waitingForSlot -= 1
-            jobs[next.name] = job
-            startRun(next.name, next.fire)
+            startRun(job, next.fire)
         }
     }
 
     /// Starts the next missed fire queued by `catchUp` once the job has nothing running; called again
     /// when each of its runs ends.
-    mutating func runMissed(_ name: JobName) {
-        guard var job = jobs[name], !job.replays.isEmpty, job.active.isEmpty, job.waitingForSlot == 0,
-              !shuttingDown else { return }
+    mutating func runMissed(_ job: EngineJob) {
+        guard !job.replays.isEmpty, job.active.isEmpty, job.waitingForSlot == 0, !shuttingDown, jobs[job.name] === job else { return }
+        let name = job.name
         let due = job.replays.removeFirst()
-        jobs[name] = job
         let late = max(.zero, now.wall - due)
         decide(.fired(name, scheduled: due, lateness: late, byTimer: false))
-        fire(name, PendingFire(kind: .scheduled, scheduled: now.mono - late, scheduledWall: due, sequence: newFireRecord(name, scheduled: due)))
-        persistFire(name)
+        fire(job, PendingFire(kind: .scheduled, scheduled: now.mono - late, scheduledWall: due, sequence: newFireRecord(job, scheduled: due)))
+        persistFire(job)
     }
 
     // MARK: - Fires not run
 
     /// Records fires that did not run, with the reason users will ask for.
-    mutating func noteSkip(_ name: JobName, count: Int, scheduled: WallTime?, sequence: UInt64 = 0, reason: String) {
-        guard var job = jobs[name] else { return }
+    mutating func noteSkip(_ job: EngineJob, count: Int, scheduled: WallTime?, sequence: UInt64 = 0, reason: String) {
+        let name = job.name
         skippedTotal += count
         job.skipped += count
         job.lastSkip = (now.wall, reason)
-        jobs[name] = job
         log(.notice, name, count == 1 ? "fire skipped: \(reason)" : "\(count) fires skipped: \(reason)")
         decide(.skipped(name, scheduled: scheduled, count: count, reason: reason))
         if sequence != 0, let scheduled {
-            record(FireRecord(job: name, sequence: sequence, scheduled: scheduled, outcome: .skipped, reason: reason))
+            record(job, FireRecord(job: name, sequence: sequence, scheduled: scheduled, outcome: .skipped, reason: reason))
         }
     }
 
     /// Records fires missed while the daemon could not fire (counted as skipped, as `show` reports them).
-    mutating func noteMissed(_ name: JobName, count: Int, scheduled: WallTime?, reason: String) {
-        guard var job = jobs[name] else { return }
+    mutating func noteMissed(_ job: EngineJob, count: Int, scheduled: WallTime?, reason: String) {
+        let name = job.name
         skippedTotal += count
         job.skipped += count
         job.lastSkip = (now.wall, reason)
-        jobs[name] = job
         log(.notice, name, count == 1 ? "fire skipped: \(reason)" : "\(count) fires skipped: \(reason)")
         decide(.missed(name, scheduled: scheduled, count: count, reason: reason))
         if let scheduled {
-            let sequence = newFireRecord(name, scheduled: scheduled)
-            record(FireRecord(job: name, sequence: sequence, scheduled: scheduled, outcome: .missed,
+            let sequence = newFireRecord(job, scheduled: scheduled)
+            record(job, FireRecord(job: name, sequence: sequence, scheduled: scheduled, outcome: .missed,
                               reason: count == 1 ? reason : "\(reason) (\(count) fires from this one on)"))
         }
     }
 
     /// A fire that waits (behind a run, for a slot): said once, and recorded until it starts.
-    private mutating func noteWaiting(_ name: JobName, _ pending: PendingFire, outcome: FireOutcome, reason: String) {
+    private mutating func noteWaiting(_ job: EngineJob, _ pending: PendingFire, outcome: FireOutcome, reason: String) {
+        let name = job.name
         decide(.queued(name, scheduled: pending.scheduledWall, reason: reason))
         if pending.sequence != 0 {
-            record(FireRecord(job: name, sequence: pending.sequence, scheduled: pending.scheduledWall, outcome: outcome, reason: reason))
+            record(job, FireRecord(job: name, sequence: pending.sequence, scheduled: pending.scheduledWall, outcome: outcome, reason: reason))
         }
     }
 
     // MARK: - Records
 
     /// Numbers a new due fire of `name` (its `WHY` record is written by what becomes of it).
-    mutating func newFireRecord(_ name: JobName, scheduled: WallTime) -> UInt64 {
-        guard var job = jobs[name] else { return 0 }
+    mutating func newFireRecord(_ job: EngineJob, scheduled: WallTime) -> UInt64 {
         job.fireSequence += 1
-        jobs[name] = job
         return job.fireSequence
     }
 
-    mutating func record(_ record: FireRecord) {
-        guard let job = jobs[record.job], job.spec.owner == nil, settings.fireRecordsKept > 0 else { return }
+    mutating func record(_ job: EngineJob, _ record: FireRecord) {
+        guard job.spec.owner == nil, settings.fireRecordsKept > 0 else { return }
         out.append(.persist(.fireRecord(record, keep: settings.fireRecordsKept)))
     }
 
@@ -280,14 +268,14 @@ extension Engine {
     }
 
     /// Stores the job as it is now (if it is durable).
-    mutating func persistJob(_ name: JobName) {
-        guard let job = jobs[name], isDurable(job) else { return }
+    mutating func persistJob(_ job: EngineJob) {
+        guard isDurable(job) else { return }
         out.append(.persist(.job(storedState(job))))
     }
 
     /// Stores a job's last scheduled fire and run count.
-    mutating func persistFire(_ name: JobName) {
-        guard let job = jobs[name] else { return }
+    mutating func persistFire(_ job: EngineJob) {
+        let name = job.name
         if isDurable(job) {
             out.append(.persist(.fire(name, runs: job.runs, lastScheduled: job.lastScheduledWall, configJob: false)))
         } else if job.origin != .runtime, job.lastScheduledWall != nil {
@@ -296,8 +284,9 @@ extension Engine {
     }
 
     /// Queues a finished runtime job with nothing in flight for pruning.
-    mutating func noteIfIdleAndFinished(_ name: JobName) {
-        guard let job = jobs[name], job.origin == .runtime, job.state == .finished, job.isIdle else { return }
+    mutating func noteIfIdleAndFinished(_ job: EngineJob) {
+        guard job.origin == .runtime, job.state == .finished, job.isIdle, jobs[job.name] === job else { return }
+        let name = job.name
         finishedRuntimeJobs.append((name, job.id))
         while finishedRuntimeJobs.count > Self.finishedRuntimeJobsKept {
             let (oldest, id) = finishedRuntimeJobs.removeFirst()

@@ -51,22 +51,23 @@ extension Engine {
         do {
             try checkAdd(request)
         } catch where error.code == .tooManyJobs {
-            log(.warning, Self.refusedForTooManyJobs(request, limit: settings.userMaxJobs))
+            let limit = settings.userMaxJobs
+            log(.warning, Self.refusedForTooManyJobs(request, limit: limit))
             throw error
         }
         let spec = request.spec
         let name = spec.name
-        var job = EngineJob(id: nextJobID, spec: spec, origin: request.origin, ownerUID: request.owner.uid)
+        let job = EngineJob(id: nextJobID, spec: spec, origin: request.origin, ownerUID: request.owner.uid)
         nextJobID += 1
         namesEverUsed.insert(name.rawValue)
         job.shared = sharesJob(spec, origin: request.origin)
         job.civil = request.civil
         if spec.owner == .connection { job.ownerConnection = request.connection }
         job.addedWall = now.wall
-        startSchedule(&job)
+        startSchedule(job)
         if let grid = job.grid { job.anchorWall = now.wall(of: grid.first) }
         jobs[name] = job
-        persistJob(name)
+        persistJob(job)
         log(.info, name, "added (\(request.origin.label)): \(spec.schedule.summary): \(spec.action.summary)")
         if case .webhook(let hook) = spec.action, hook.insecure {
             log(.warning, name, "insecure=yes: the server's TLS certificate is not verified")
@@ -77,7 +78,7 @@ extension Engine {
             // `restore` applies the job's misfire policy; at a reload the time is simply past.
             jobs[name]!.state = .finished
             if initialConfigApplied {
-                noteSkip(name, count: 1, scheduled: time, reason: "its time \(RFC3339.format(time)) passed before timerd loaded it")
+                noteSkip(job, count: 1, scheduled: time, reason: "its time \(RFC3339.format(time)) passed before timerd loaded it")
             }
             return
         }
@@ -86,7 +87,7 @@ extension Engine {
             log(.warning, name, "\(spec.schedule.summary) has no fire time after now; the job will never fire")
             return
         }
-        arm(name)
+        arm(job)
     }
 
     /// Cancels runtime jobs. All names are checked first: either every one is cancelled or none is.
@@ -127,19 +128,18 @@ extension Engine {
         }
         if checkOnly { return }
         for name in names where jobs[name]?.state == .scheduled {
-            var job = jobs[name]!
+            let job = jobs[name]!
             job.state = .paused
             disarm(job)
             let held = job.heldFire
             job.heldFire = nil
             job.heldSince = nil
-            jobs[name] = job
             if let held {
-                noteSkip(name, count: 1, scheduled: held.scheduledWall, sequence: held.sequence,
+                noteSkip(job, count: 1, scheduled: held.scheduledWall, sequence: held.sequence,
                          reason: "paused while its fire was held (mode \(currentMode))")
             }
             log(.info, name, "paused")
-            persistJob(name)
+            persistJob(job)
             decide(.paused(name))
         }
     }
@@ -156,18 +156,17 @@ extension Engine {
         }
         if checkOnly { return }
         for name in names {
-            guard var job = jobs[name] else { continue }
+            guard let job = jobs[name] else { continue }
             let wasPaused = job.state == .paused
             if !wasPaused, case .onSchedule = mode { continue }
             decide(.resumed(name))
             job.state = .scheduled
             switch mode {
             case .onSchedule:
-                let missed = resumeOnSchedule(&job)
-                jobs[name] = job
+                let missed = resumeOnSchedule(job)
                 log(.info, name, missed > 0 ? "resumed; \(missed) fire(s) fell due while paused and were skipped" : "resumed")
-                if missed > 0 { noteSkip(name, count: missed, scheduled: nil, reason: "paused") }
-                arm(name)
+                if missed > 0 { noteSkip(job, count: missed, scheduled: nil, reason: "paused") }
+                arm(job)
             case .now:
                 // This fire is the schedule's next one: a one-shot is done after it, a repeating job
                 // continues on its grid after now.
@@ -177,14 +176,13 @@ extension Engine {
                 } else if job.civil != nil {
                     job.nextMono = nil
                     job.civilBase = now.wall
-                    scheduleNextCivilFire(&job)
+                    scheduleNextCivilFire(job)
                 }
-                jobs[name] = job
                 log(.info, name, wasPaused ? "resumed; firing now" : "firing now (RESUME now)")
                 decide(.fired(name, scheduled: now.wall, lateness: .zero, byTimer: false))
-                fire(name, PendingFire(kind: .scheduled, scheduled: now.mono, scheduledWall: now.wall,
-                                       sequence: newFireRecord(name, scheduled: now.wall)))
-                continueSchedule(name)
+                fire(job, PendingFire(kind: .scheduled, scheduled: now.mono, scheduledWall: now.wall,
+                                       sequence: newFireRecord(job, scheduled: now.wall)))
+                continueSchedule(job)
             case .after(let delay):
                 let first = now.mono + delay
                 switch job.spec.schedule {
@@ -200,11 +198,10 @@ extension Engine {
                     job.nextWall = nil
                     job.nextNominal = nil
                 }
-                jobs[name] = job
                 log(.info, name, "resumed; next fire in \(DurationText.format(delay))")
-                arm(name)
+                arm(job)
             }
-            persistJob(name)
+            persistJob(job)
         }
     }
 
@@ -226,8 +223,8 @@ extension Engine {
             throw TimerdError(.rateLimited, "uid \(job.ownerUID)'s jobs started \(limit) runs in the last minute (user_max_runs_per_minute); try again later")
         }
         log(.info, name, "run requested (RUN)")
-        let status = fire(name, PendingFire(kind: .manual, scheduled: now.mono, scheduledWall: now.wall, sequence: 0))
-        persistFire(name)
+        let status = fire(job, PendingFire(kind: .manual, scheduled: now.mono, scheduledWall: now.wall, sequence: 0))
+        persistFire(job)
         return status
     }
 
@@ -243,16 +240,15 @@ extension Engine {
         log(.notice, "mode is now \(mode) (was \(previous))")
         decide(.modeChanged(to: mode, from: previous))
         for name in jobs.keys.sorted() {
-            guard var job = jobs[name], let held = job.heldFire, Mode.includes(job.spec.modes, mode) else { continue }
+            guard let job = jobs[name], let held = job.heldFire, Mode.includes(job.spec.modes, mode) else { continue }
             job.heldFire = nil
             job.heldSince = nil
             job.acceptedFires -= 1  // `fire` counts it again, now that it is really handled
-            jobs[name] = job
             released.append(name)
             log(.info, name, "held fire released (mode \(mode))")
             // Through `fire`, so the overlap policy and the run cap apply as to any fire.
-            fire(name, held)
-            noteIfIdleAndFinished(name)
+            fire(job, held)
+            noteIfIdleAndFinished(job)
         }
         return released
     }
@@ -298,7 +294,7 @@ extension Engine {
         let daemon = Requester(uid: settings.daemonUID, isAdmin: true, label: "timerd")
         for item in declared {
             let origin = JobOrigin.config(file: item.file, line: item.line)
-            guard var job = jobs[item.spec.name] else {
+            guard let job = jobs[item.spec.name] else {
                 do {
                     try add(AddJob(spec: item.spec, origin: origin, owner: daemon, civil: item.civil))
                 } catch {
@@ -308,7 +304,6 @@ extension Engine {
             }
             job.origin = origin
             if job.spec == item.spec {
-                jobs[item.spec.name] = job
                 continue
             }
             job.civil = item.civil
@@ -317,14 +312,14 @@ extension Engine {
             job.acceptedFires = 0
             disarm(job)
             if job.state == .finished { job.state = .scheduled }
-            startSchedule(&job)
-            jobs[item.spec.name] = job
-            arm(item.spec.name)
+            startSchedule(job)
+            arm(job)
             log(.info, item.spec.name, "changed in the config; re-armed: \(item.spec.schedule.summary)")
         }
         initialConfigApplied = true
         if maxRunning != settings.maxRunning {
-            log(.info, "max_running is now \(maxRunning) (was \(settings.maxRunning))")
+            let previous = settings.maxRunning
+            log(.info, "max_running is now \(maxRunning) (was \(previous))")
             settings.maxRunning = maxRunning
             startWaitingRuns()
         }
@@ -336,11 +331,10 @@ extension Engine {
     mutating func shutdown() {
         shuttingDown = true
         for name in jobs.keys.sorted() {
-            var job = jobs[name]!
+            let job = jobs[name]!
             disarm(job)
             job.queued = nil
             job.waitingForSlot = 0
-            jobs[name] = job
         }
         waiting.removeAll()
         if runningTotal == 0 { out.append(.drained) }

@@ -8,20 +8,18 @@ extension Engine {
     mutating func restore(_ state: RestoredState) {
         // Config jobs: their last fire before the stop tells what they missed.
         for name in jobs.keys.sorted() {
-            guard var job = jobs[name], job.origin != .runtime else { continue }
-            if let last = state.lastRuns[name] { restoreLastRun(&job, last) }
+            guard let job = jobs[name], job.origin != .runtime else { continue }
+            if let last = state.lastRuns[name] { restoreLastRun(job, last) }
             job.fireSequence = max(job.fireSequence, state.fireSequences[name] ?? 0)
-            jobs[name] = job
             let last = state.configFires[name]
             // `at` jobs whose time passed while timerd was down are decided here, fired or not.
             guard last != nil || { if case .at = job.spec.schedule { return true }; return false }() else { continue }
             job.lastScheduledWall = last
             // Its grid is the one its last fire was on, not the one this start-up drew from now.
             if case .every = job.spec.schedule { job.anchorWall = nil }
-            catchUp(&job, configJob: true)
-            jobs[name] = job
-            if job.state == .scheduled { arm(name) }
-            runMissed(name)
+            catchUp(job, configJob: true)
+            if job.state == .scheduled { arm(job) }
+            runMissed(job)
         }
         var restored = 0
         for item in state.jobs {
@@ -30,7 +28,7 @@ extension Engine {
                 log(.error, name, "not restored: a config job now has its name (the stored job is kept; cancel it after renaming the config job)")
                 continue
             }
-            var job = EngineJob(id: nextJobID, spec: item.spec, origin: .runtime, ownerUID: item.stored.ownerUID)
+            let job = EngineJob(id: nextJobID, spec: item.spec, origin: .runtime, ownerUID: item.stored.ownerUID)
             nextJobID += 1
             namesEverUsed.insert(name.rawValue)
             job.civil = item.civil
@@ -43,19 +41,19 @@ extension Engine {
             job.anchorWall = item.stored.anchor
             job.lastScheduledWall = item.stored.lastScheduled
             job.fireSequence = state.fireSequences[name] ?? 0
-            catchUp(&job, configJob: false, paused: item.stored.paused, runMissed: !job.shared)
+            catchUp(job, configJob: false, paused: item.stored.paused, runMissed: !job.shared)
             if item.stored.paused, job.state == .scheduled { job.state = .paused }
-            if let last = state.lastRuns[name] { restoreLastRun(&job, last) }
+            if let last = state.lastRuns[name] { restoreLastRun(job, last) }
             jobs[name] = job
             restored += 1
-            if job.state == .scheduled { arm(name) }
-            runMissed(name)
+            if job.state == .scheduled { arm(job) }
+            runMissed(job)
         }
         if !state.jobs.isEmpty { log(.notice, "restored \(restored) of \(state.jobs.count) job(s) added at run time") }
     }
 
     /// `show`'s last run after a restart: the newest run in the history.
-    private func restoreLastRun(_ job: inout EngineJob, _ last: FinishedRun) {
+    private func restoreLastRun(_ job: EngineJob, _ last: FinishedRun) {
         job.lastStarted = (last.run, last.startedAt, last.lateness ?? .zero)
         job.lastOutcome = (last.run, last.outcome)
         if last.outcome.result == .ok { job.lastSuccess = last.outcome.finishedWall }
@@ -66,7 +64,7 @@ extension Engine {
     /// when the fires were missed (for the log); with `runMissed` false (a cluster node that does not
     /// lead) the job is only positioned.
     mutating func catchUp(
-        _ job: inout EngineJob, configJob: Bool, paused: Bool = false,
+        _ job: EngineJob, configJob: Bool, paused: Bool = false,
         missedWhile: String = "while timerd was not running", runMissed: Bool = true
     ) {
         let wallNow = now.wall
@@ -131,7 +129,7 @@ extension Engine {
                 count += 1
             }
             job.civilBase = wallNow
-            if !scheduleNextCivilFire(&job), missed.isEmpty { job.state = .finished }
+            if !scheduleNextCivilFire(job), missed.isEmpty { job.state = .finished }
         }
         guard !missed.isEmpty, runMissed else { return }
         // A fire still within the grace runs as a late fire whatever the policy; older ones follow it.

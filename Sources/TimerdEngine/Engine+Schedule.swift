@@ -7,7 +7,7 @@ extension Engine {
 
     /// Sets the first fire of a freshly added (or re-declared) job, counting from now. Jitter is added to
     /// every kind of schedule.
-    mutating func startSchedule(_ job: inout EngineJob) {
+    mutating func startSchedule(_ job: EngineJob) {
         job.nextMono = nil
         job.nextWall = nil
         job.nextNominal = nil
@@ -34,7 +34,7 @@ extension Engine {
             }
         case .cron, .calendar:
             job.civilBase = now.wall
-            scheduleNextCivilFire(&job)
+            scheduleNextCivilFire(job)
         }
     }
 
@@ -52,7 +52,7 @@ extension Engine {
     /// Sets a cron or calendar job's next fire: the first scheduled time after its base. Returns false
     /// when the schedule has no more fires.
     @discardableResult
-    mutating func scheduleNextCivilFire(_ job: inout EngineJob) -> Bool {
+    mutating func scheduleNextCivilFire(_ job: EngineJob) -> Bool {
         guard let civil = job.civil, let base = job.civilBase else { return false }
         guard let next = civil.next(after: base) else {
             job.nextNominal = nil
@@ -67,7 +67,7 @@ extension Engine {
     /// A cron or calendar job's deadline was reached at `wallNow`: the scheduled time it fires for (the
     /// latest one due, when the daemon was stopped or the clock jumped over several), how many were
     /// missed, and the next fire set on the job.
-    mutating func advanceCivil(_ job: inout EngineJob) -> (due: WallTime, missed: Int) {
+    mutating func advanceCivil(_ job: EngineJob) -> (due: WallTime, missed: Int) {
         let wallNow = now.wall
         guard let civil = job.civil, var due = job.nextNominal else { return (wallNow, 0) }
         var missed = 0
@@ -90,10 +90,10 @@ extension Engine {
 
     /// Moves a resumed job to its next fire on its original schedule. Returns how many fires fell due
     /// while it was paused (they are skipped).
-    mutating func resumeOnSchedule(_ job: inout EngineJob) -> Int {
+    mutating func resumeOnSchedule(_ job: EngineJob) -> Int {
         if job.civil != nil {
             guard job.nextMono == nil, let due = job.nextNominal, due <= now.wall else { return 0 }
-            let (_, missed) = advanceCivil(&job)
+            let (_, missed) = advanceCivil(job)
             return missed + 1
         }
         guard let grid = job.grid else { return 0 }
@@ -108,8 +108,9 @@ extension Engine {
 
     /// Asks for the job's timer at its next deadline. Paused and finished jobs have none; shared jobs
     /// only on the cluster's leader.
-    mutating func arm(_ name: JobName) {
-        guard let job = jobs[name], let deadline = job.deadline else { return }
+    mutating func arm(_ job: EngineJob) {
+        let name = job.name
+        guard let deadline = job.deadline else { return }
         if job.shared, clusterRole != .leader { return }
         out.append(.arm(name, jobID: job.id, deadline, leeway: job.spec.leeway))
     }
@@ -120,17 +121,17 @@ extension Engine {
 
     /// A job's deadline was reached: fire it, advance its schedule, re-arm or finish.
     mutating func deadlineReached(_ name: JobName, jobID: UInt64) {
-        guard var job = jobs[name], job.id == jobID, job.state == .scheduled else { return }
+        guard let job = jobs[name], job.id == jobID, job.state == .scheduled else { return }
         if job.shared, clusterRole != .leader { return }
         let slack = Duration.milliseconds(1)
         var scheduled = now.mono
         var scheduledWall: WallTime?
         if let deadline = job.nextMono {
             // A re-armed timer can still deliver an event for its old deadline: ignore anything early.
-            guard now.mono + slack >= deadline else { return arm(name) }
+            guard now.mono + slack >= deadline else { return arm(job) }
             scheduled = deadline
         } else if let wall = job.nextWall {
-            guard now.wall + slack >= wall else { return arm(name) }
+            guard now.wall + slack >= wall else { return arm(job) }
             scheduled = now.mono - max(.zero, now.wall - wall)
             scheduledWall = wall
         }
@@ -141,10 +142,8 @@ extension Engine {
             let latest = grid.index(atOrBefore: now.mono) ?? job.nextIndex
             if latest > job.nextIndex {
                 let missed = Int(latest - job.nextIndex)
-                jobs[name] = job
-                noteMissed(name, count: missed, scheduled: now.wall(of: grid.instant(job.nextIndex)),
+                noteMissed(job, count: missed, scheduled: now.wall(of: grid.instant(job.nextIndex)),
                            reason: "missed: the daemon could not fire on time (it was stopped or starved)")
-                job = jobs[name]!
                 scheduled = grid.instant(latest)
             }
             job.nextIndex = max(job.nextIndex, latest) + 1
@@ -154,16 +153,14 @@ extension Engine {
                 // A fire set by RESUME after=DUR: the calendar schedule continues from now.
                 job.nextMono = nil
                 job.civilBase = now.wall
-                scheduleNextCivilFire(&job)
+                scheduleNextCivilFire(job)
             } else {
                 let jitter = (scheduledWall ?? now.wall) - (job.nextNominal ?? now.wall)
                 let firstMissed = job.nextNominal
-                let (due, missed) = advanceCivil(&job)
+                let (due, missed) = advanceCivil(job)
                 if missed > 0 {
-                    jobs[name] = job
-                    noteMissed(name, count: missed, scheduled: firstMissed,
+                    noteMissed(job, count: missed, scheduled: firstMissed,
                                reason: "missed: the daemon could not fire on time (it was stopped or starved, or the clock jumped)")
-                    job = jobs[name]!
                     scheduledWall = due + jitter
                     scheduled = now.mono - max(.zero, now.wall - scheduledWall!)
                 }
@@ -176,23 +173,23 @@ extension Engine {
         let wall = scheduledWall ?? now.wall(of: scheduled)
         // The nominal time (no jitter) is what a restart counts missed fires from.
         job.lastScheduledWall = job.civil != nil ? (job.civilBase ?? wall) : wall
-        jobs[name] = job
         decide(.fired(name, scheduled: wall, lateness: late, byTimer: true))
         if late > job.spec.misfireGrace, job.spec.misfire == .skip {
-            let sequence = newFireRecord(name, scheduled: wall)
-            noteSkip(name, count: 1, scheduled: wall, sequence: sequence,
+            let sequence = newFireRecord(job, scheduled: wall)
+            noteSkip(job, count: 1, scheduled: wall, sequence: sequence,
                      reason: "handled \(DurationText.format(late)) late, beyond misfire_grace=\(DurationText.format(job.spec.misfireGrace)) (misfire=skip)")
         } else {
-            fire(name, PendingFire(kind: .scheduled, scheduled: scheduled, scheduledWall: wall, sequence: newFireRecord(name, scheduled: wall)))
+            fire(job, PendingFire(kind: .scheduled, scheduled: scheduled, scheduledWall: wall, sequence: newFireRecord(job, scheduled: wall)))
         }
-        persistFire(name)
-        continueSchedule(name)
+        persistFire(job)
+        continueSchedule(job)
     }
 
     /// After a scheduled fire: re-arm for the next one, or finish a one-shot, a job whose `count` is
     /// reached, or a calendar job with no more fires.
-    mutating func continueSchedule(_ name: JobName) {
-        guard var job = jobs[name] else { return }
+    mutating func continueSchedule(_ job: EngineJob) {
+        guard jobs[job.name] === job else { return }
+        let name = job.name
         let oneShot = !job.spec.schedule.repeats
         let exhausted = job.civil != nil && job.nextWall == nil && job.nextMono == nil
         if oneShot || exhausted || (job.spec.count.map { job.acceptedFires >= $0 } ?? false) {
@@ -200,12 +197,11 @@ extension Engine {
             job.nextMono = nil
             job.nextWall = nil
             disarm(job)
-            jobs[name] = job
             let why = oneShot ? "one-shot" : exhausted ? "the calendar has no later time" : "count=\(job.spec.count!) reached"
             log(.info, name, "finished its schedule (\(why))")
-            noteIfIdleAndFinished(name)
+            noteIfIdleAndFinished(job)
         } else {
-            arm(name)
+            arm(job)
         }
     }
 
@@ -221,15 +217,15 @@ extension Engine {
         }
         rearmed.sort()
         for name in rearmed {
-            guard var job = jobs[name] else { continue }
+            guard let job = jobs[name] else { continue }
             if job.civil != nil, job.nextMono == nil {
                 if let base = job.civilBase, base > now.wall { job.civilBase = now.wall }
-                scheduleNextCivilFire(&job)
+                scheduleNextCivilFire(job)
             }
-            jobs[name] = job
-            arm(name)
+            arm(job)
         }
-        log(.notice, "the wall clock was set (\(reason)); now \(RFC3339.format(now.wall)); re-armed \(rearmed.count) calendar job(s)")
+        let wall = now.wall
+        log(.notice, "the wall clock was set (\(reason)); now \(RFC3339.format(wall)); re-armed \(rearmed.count) calendar job(s)")
         decide(.clockSet(reason: reason, now: now.wall))
     }
 
@@ -237,15 +233,13 @@ extension Engine {
     mutating func zonesChanged(_ schedules: [JobName: CivilSchedule]) {
         var changed = 0
         for (name, civil) in schedules.sorted(by: { $0.key < $1.key }) {
-            guard var job = jobs[name], job.civil != nil, job.civil != civil else { continue }
+            guard let job = jobs[name], job.civil != nil, job.civil != civil else { continue }
             changed += 1
             job.civil = civil
             if job.state == .scheduled, job.nextMono == nil {
-                scheduleNextCivilFire(&job)
-                jobs[name] = job
-                arm(name)
+                scheduleNextCivilFire(job)
+                arm(job)
             } else {
-                jobs[name] = job
             }
         }
         if changed > 0 { log(.notice, "time zone rules changed for \(changed) calendar job(s); re-armed") }

@@ -169,6 +169,8 @@ package struct EngineSettings: Sendable {
     package var fireRecordsKept: Int
     /// timerd's own uid: its jobs, like root's, are not limited per user.
     package var daemonUID: UInt32
+    /// Whether to emit `Effect.log` (the daemon logs; `simulate` prints decisions only).
+    package var logs = true
 
     package init(maxRunning: Int = 64, userMaxRunsPerMinute: Int = 600, userMaxJobs: Int = 1_000, machineID: String = "",
                  seed: UInt64 = 0, clusterNode: String? = nil, fireRecordsKept: Int = Limits.fireRecordsKept,
@@ -205,7 +207,7 @@ package struct Engine: Sendable {
     /// False until the config read at start-up is applied: `@reboot` jobs fire only then.
     package internal(set) var initialConfigApplied = false
     package internal(set) var skippedTotal = 0
-    package internal(set) var runsByResult: [RunOutcome.Result: Int] = [:]
+    package internal(set) var runsByResult = ResultCounts()
     var runBuckets: [UInt32: TokenBucket] = [:]
     var nextJobID: UInt64 = 1
     var nextExecNumber: UInt64 = 1
@@ -236,6 +238,7 @@ package struct Engine: Sendable {
     package mutating func handle(_ input: Input, at now: Instant) -> [Effect] {
         self.now = now
         out = []
+        out.reserveCapacity(8)
         var answer: Result<Answer, TimerdError>?
         switch input {
         case .add(let request):
@@ -336,13 +339,16 @@ package struct Engine: Sendable {
 
     // MARK: - Emitting
 
-    mutating func log(_ level: LogLevel, _ name: JobName?, run: Int? = nil, _ message: String) {
-        out.append(.log(level, job: name, run: run, message))
+    /// A log line (built only when the settings want logs: `simulate` does not).
+    mutating func log(_ level: LogLevel, _ name: JobName?, run: Int? = nil, _ message: @autoclosure () -> String) {
+        guard settings.logs else { return }
+        out.append(.log(level, job: name, run: run, message()))
     }
 
     /// A log line about the daemon, not one job.
-    mutating func log(_ level: LogLevel, _ message: String) {
-        out.append(.log(level, job: nil, run: nil, message))
+    mutating func log(_ level: LogLevel, _ message: @autoclosure () -> String) {
+        guard settings.logs else { return }
+        out.append(.log(level, job: nil, run: nil, message()))
     }
 
     mutating func decide(_ decision: Decision) {

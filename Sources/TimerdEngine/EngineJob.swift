@@ -55,9 +55,22 @@ package struct ActiveRun: Sendable, Equatable {
 
 /// Everything the engine knows about one job: its spec, where its schedule stands, what waits and what
 /// runs. No timers, handles or descriptors: those belong to the interpreter.
-package struct EngineJob: Sendable {
+///
+/// A class, owned by one engine's `JobTable`: a fire reads and changes a job a dozen times, and a
+/// struct of this size was copied in and out of the table each time (most of `simulate`'s time went
+/// there). Only the engine changes it, on whatever single thread drives the engine; the interpreter
+/// reads it between inputs.
+package final class EngineJob: @unchecked Sendable {
     package let id: UInt64
-    package var spec: JobSpec
+    /// Its name (the spec's, kept here: it is read at every step).
+    package let name: JobName
+    /// Boxed: a spec holds a score of strings and arrays, and a job is copied in and out of the table
+    /// several times per fire; one reference is cheaper to copy than twenty.
+    package var spec: JobSpec {
+        get { specBox.spec }
+        set { specBox = SpecBox(newValue) }
+    }
+    private(set) var specBox: SpecBox
     package var origin: JobOrigin
     /// The uid of the user who added it (timerd's own for config jobs).
     package let ownerUID: UInt32
@@ -112,7 +125,7 @@ package struct EngineJob: Sendable {
     package var lastOutcome: (id: Int, outcome: RunOutcome)?
     package var skipped = 0
     package var lastSkip: (at: WallTime, reason: String)?
-    package var runsByResult: [RunOutcome.Result: Int] = [:]
+    package var runsByResult = ResultCounts()
     package var lastSuccess: WallTime?
 
     // Owner and mode.
@@ -126,7 +139,8 @@ package struct EngineJob: Sendable {
 
     package init(id: UInt64, spec: JobSpec, origin: JobOrigin, ownerUID: UInt32) {
         self.id = id
-        self.spec = spec
+        name = spec.name
+        specBox = SpecBox(spec)
         self.origin = origin
         self.ownerUID = ownerUID
     }
@@ -146,6 +160,12 @@ package struct EngineJob: Sendable {
         if let nextWall { return .wall(nextWall) }
         return nil
     }
+}
+
+/// Holds a `JobSpec` out of line (see `EngineJob.spec`).
+package final class SpecBox: Sendable {
+    let spec: JobSpec
+    init(_ spec: JobSpec) { self.spec = spec }
 }
 
 /// Holds a `CivilSchedule` out of line (see `EngineJob.civil`).

@@ -62,6 +62,36 @@ package struct RunOutcome: Sendable, Equatable {
     }
 }
 
+/// Runs counted by result (a dictionary would cost an allocation and a reference per job).
+package struct ResultCounts: Sendable, Equatable {
+    private var counts: (ok: Int, failed: Int, timeout: Int, killed: Int) = (0, 0, 0, 0)
+
+    package init() {}
+
+    package subscript(result: RunOutcome.Result) -> Int {
+        get {
+            switch result {
+            case .ok: counts.ok
+            case .failed: counts.failed
+            case .timeout: counts.timeout
+            case .killed: counts.killed
+            }
+        }
+        set {
+            switch result {
+            case .ok: counts.ok = newValue
+            case .failed: counts.failed = newValue
+            case .timeout: counts.timeout = newValue
+            case .killed: counts.killed = newValue
+            }
+        }
+    }
+
+    package static func == (lhs: ResultCounts, rhs: ResultCounts) -> Bool {
+        RunOutcome.Result.allCases.allSatisfy { lhs[$0] == rhs[$0] }
+    }
+}
+
 /// How a paused job comes back.
 package enum ResumeMode: Sendable, Equatable {
     case onSchedule
@@ -240,7 +270,9 @@ package struct RunStart: Sendable {
     /// When the fire was due (`TIMERD_SCHEDULED_AT`).
     package var scheduled: WallTime
     package var lateness: Duration
-    package var spec: JobSpec
+    /// The job's spec (shared with the job, not copied: an effect stays small).
+    package var spec: JobSpec { specBox.spec }
+    let specBox: SpecBox
     package var ownerUID: UInt32
 }
 
@@ -258,12 +290,12 @@ package enum Effect: Sendable {
     /// `Input.claimDecided` with `token`.
     case claim(JobName, jobID: UInt64, instant: WallTime, token: UInt64)
     /// Cluster mode: tell the other nodes of a finished run of a shared job.
-    case publishRun(FinishedRun)
-    case persist(Persist)
+    indirect case publishRun(FinishedRun)
+    indirect case persist(Persist)
     /// Stop watching the job's owner process (`owner=pid:N`; the interpreter watches it from the `ADD`).
     case unwatchOwner(JobName, jobID: UInt64)
     /// `on_failure=` / `on_recovery=`: a finished run changed the job's health.
-    case notifyTransition(JobName, run: Int, outcome: RunOutcome, recovered: Bool)
+    indirect case notifyTransition(JobName, run: Int, outcome: RunOutcome, recovered: Bool)
     case decision(Decision)
     case log(LogLevel, job: JobName?, run: Int?, String)
     /// Every run has ended after a stop was asked for (`Input.shutdown`).

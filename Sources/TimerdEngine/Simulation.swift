@@ -37,18 +37,38 @@ package struct Simulation {
         package var scheduled: WallTime?
         package var run: Int?
         package var reason: String?
-        /// What the text form shows after the event (a result, a count, lateness).
-        package var detail: String?
+        /// A finished run's result.
+        package var result: RunOutcome.Result?
+        /// How many fires a `skip` or `miss` stands for.
+        package var count = 1
+        /// How late a `fire` was handled.
+        package var lateness: Duration = .zero
+
+        /// What the text form shows after the event: `run 3`, `run 3 ok`, `5 fires`, `30s late`.
+        package var detail: String? {
+            switch event {
+            case "start": return run.map { "run \($0)" }
+            case "finish": return run.map { "run \($0) \(result?.rawValue ?? "")" }
+            case "skip", "miss": return count == 1 ? nil : "\(count) fires"
+            case "fire": return job != nil && lateness > .milliseconds(1) ? "\(DurationText.format(lateness)) late" : nil
+            default: return nil
+            }
+        }
     }
 
     private let jobs: [DeclaredJob]
     private let options: Options
     private var engine: Engine
-    private var lines: [Line] = []
+    /// Where each line goes as it is decided.
+    private let emit: (Line) -> Void
     /// The true time line: monotonic instants, and the wall clock's offset from it.
-    private var mono: MonoInstant
+    private var mono: MonoInstant {
+        didSet { now = Instant(mono: mono, wall: trueTime(mono) + wallOffset) }
+    }
     private let start: MonoInstant
-    private var wallOffset: Duration = .zero
+    private var wallOffset: Duration = .zero {
+        didSet { now = Instant(mono: mono, wall: trueTime(mono) + wallOffset) }
+    }
     private var armed: [JobName: (jobID: UInt64, deadline: Deadline)] = [:]
     /// Runs in flight and when each ends.
     private var running: [(end: MonoInstant, job: JobName, jobID: UInt64, run: Int, started: MonoInstant)] = []
@@ -56,26 +76,40 @@ package struct Simulation {
     /// What `state.db` would hold across a stop.
     private var store = RestoredState()
 
-    package init(jobs: [DeclaredJob], options: Options) {
+    package init(jobs: [DeclaredJob], options: Options, emit: @escaping (Line) -> Void) {
         self.jobs = jobs
         self.options = options
+        self.emit = emit
         start = MonoInstant(nanosecondsSinceBoot: 3_600_000_000_000)
         mono = start
+        now = Instant(mono: start, wall: options.from)
         engine = Engine(settings: Self.settings(options))
     }
 
     private static func settings(_ options: Options) -> EngineSettings {
-        EngineSettings(maxRunning: options.maxRunning, machineID: options.machineID, seed: options.seed)
+        var settings = EngineSettings(maxRunning: options.maxRunning, machineID: options.machineID, seed: options.seed)
+        // Neither logs nor `WHY` records: the lines are the decisions.
+        settings.logs = false
+        settings.fireRecordsKept = 0
+        return settings
     }
 
-    /// Runs the simulation from `from` to `until` and returns every decision in time order.
-    package static func run(jobs: [DeclaredJob], options: Options) -> [Line] {
-        var simulation = Simulation(jobs: jobs, options: options)
+    /// Runs the simulation from `from` to `until`, handing every decision to `emit` in time order.
+    package static func run(jobs: [DeclaredJob], options: Options, emit: @escaping (Line) -> Void) {
+        var simulation = Simulation(jobs: jobs, options: options, emit: emit)
         simulation.runToEnd()
-        return simulation.lines
     }
 
-    private var now: Instant { Instant(mono: mono, wall: trueTime(mono) + wallOffset) }
+    /// Every decision from `from` to `until`, in time order.
+    package static func run(jobs: [DeclaredJob], options: Options) -> [Line] {
+        final class Collected { var lines: [Line] = [] }
+        let collected = Collected()
+        run(jobs: jobs, options: options) { collected.lines.append($0) }
+        return collected.lines
+    }
+
+    /// Both clocks now: the true time line plus the wall clock's steps (kept, not recomputed per use).
+    private var now: Instant
 
     private func trueTime(_ instant: MonoInstant) -> WallTime { options.from + (instant - start) }
 
@@ -99,7 +133,7 @@ package struct Simulation {
             if let step = steps.first { next = min(next, monoAt(trueTime: step.at)) }
             let due = isDown ? nil : nextDeadline()
             if let due { next = min(next, due.at) }
-            mono = max(mono, next)
+            if next > mono { mono = next }
             if let index = running.firstIndex(where: { $0.end <= mono }) {
                 let run = running.remove(at: index)
                 finish(run, result: .ok, reason: "exited with status 0")
@@ -184,7 +218,7 @@ package struct Simulation {
 
     /// The daemon stops: no more fires; runs still going are stopped (as when the stop grace runs out).
     private mutating func stop() {
-        lines.append(Line(at: now.wall, job: nil, event: "stop", reason: "the daemon is down"))
+        emit(Line(at: now.wall, job: nil, event: "stop", reason: "the daemon is down"))
         apply(engine.handle(.shutdown, at: now))
         apply(engine.handle(.killAll(reason: "timerd stopped"), at: now))
         armed = [:]
@@ -194,7 +228,7 @@ package struct Simulation {
     /// The daemon starts again: the config, then what `state.db` kept, with each job's misfire policy.
     private mutating func restart() {
         isDown = false
-        lines.append(Line(at: now.wall, job: nil, event: "start"))
+        emit(Line(at: now.wall, job: nil, event: "start"))
         engine = Engine(settings: Self.settings(options))
         apply(engine.handle(.reload(jobs, maxRunning: options.maxRunning), at: now))
         apply(engine.handle(.restore(store), at: now))
@@ -217,27 +251,24 @@ package struct Simulation {
         let at = now.wall
         switch decision {
         case .fired(let name, let scheduled, let lateness, _):
-            lines.append(Line(at: at, job: name, event: "fire", scheduled: scheduled,
-                              detail: lateness > .milliseconds(1) ? "\(DurationText.format(lateness)) late" : nil))
+            emit(Line(at: at, job: name, event: "fire", scheduled: scheduled, lateness: lateness))
         case .started(let name, let run, let scheduled, _):
-            lines.append(Line(at: at, job: name, event: "start", scheduled: scheduled, run: run, detail: "run \(run)"))
+            emit(Line(at: at, job: name, event: "start", scheduled: scheduled, run: run))
         case .finished(let name, let run, let outcome):
-            lines.append(Line(at: at, job: name, event: "finish", run: run,
-                              reason: outcome.result == .ok ? nil : outcome.reason, detail: "run \(run) \(outcome.result.rawValue)"))
+            emit(Line(at: at, job: name, event: "finish", run: run, reason: outcome.result == .ok ? nil : outcome.reason,
+                      result: outcome.result))
         case .skipped(let name, let scheduled, let count, let reason):
-            lines.append(Line(at: at, job: name, event: "skip", scheduled: scheduled, reason: reason,
-                              detail: count == 1 ? nil : "\(count) fires"))
+            emit(Line(at: at, job: name, event: "skip", scheduled: scheduled, reason: reason, count: count))
         case .missed(let name, let scheduled, let count, let reason):
-            lines.append(Line(at: at, job: name, event: "miss", scheduled: scheduled, reason: reason,
-                              detail: count == 1 ? nil : "\(count) fires"))
+            emit(Line(at: at, job: name, event: "miss", scheduled: scheduled, reason: reason, count: count))
         case .held(let name, let scheduled, let reason):
-            lines.append(Line(at: at, job: name, event: "hold", scheduled: scheduled, reason: reason))
+            emit(Line(at: at, job: name, event: "hold", scheduled: scheduled, reason: reason))
         case .queued(let name, let scheduled, let reason):
-            lines.append(Line(at: at, job: name, event: "queue", scheduled: scheduled, reason: reason))
+            emit(Line(at: at, job: name, event: "queue", scheduled: scheduled, reason: reason))
         case .clockSet(let reason, _):
-            lines.append(Line(at: at, job: nil, event: "clock", reason: reason))
+            emit(Line(at: at, job: nil, event: "clock", reason: reason))
         case .modeChanged(let mode, let previous):
-            lines.append(Line(at: at, job: nil, event: "mode", reason: "\(previous) → \(mode)"))
+            emit(Line(at: at, job: nil, event: "mode", reason: "\(previous) → \(mode)"))
         case .added, .running, .cancelled, .paused, .resumed:
             break
         }

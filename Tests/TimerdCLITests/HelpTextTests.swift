@@ -10,35 +10,36 @@ struct HelpTextTests {
             Control timerd, the timer daemon, over its Unix socket.
 
             Verbs:
-              add      Add a job that runs a command or sends a webhook on a schedule.
-              exec     Add a job with a generated name, from a start and an interval; print its name.
-              cancel   Cancel jobs: remove them and their timers.
-              pause    Pause jobs: they do not fire until resumed.
-              resume   Resume paused jobs: on their schedule, now, or after a delay.
-              run      Run a job once now, outside its schedule.
-              list     List the jobs with their state, next fire and last run.
-              show     Show one job in detail, with its last run and output.
-              history  Show a job's finished runs, newest first: when, how long, with what result.
-              reload   Re-read the config files and apply the changes.
-              mode     Show or switch the daemon's mode (jobs not in it hold their fires).
-              stats    Show the daemon's counters: jobs, runs, lateness percentiles, requests, memory, uptime.
-              watch    Follow what happens to jobs as it happens: fires, runs, skips, changes.
-              cluster  Show the cluster: this node's role, the leader, the members and etcd's health.
-              next     Print the next fire times of a cron, calendar or every schedule (computed locally).
-              ping     Check that timerd answers.
-              version  Print the versions of timerctl and timerd.
-              help     Show help for timerctl or for one verb.
+              add       Add a job that runs a command or sends a webhook on a schedule.
+              exec      Add a job with a generated name, from a start and an interval; print its name.
+              cancel    Cancel jobs: remove them and their timers.
+              pause     Pause jobs: they do not fire until resumed.
+              resume    Resume paused jobs: on their schedule, now, or after a delay.
+              run       Run a job once now, outside its schedule.
+              list      List the jobs with their state, next fire and last run.
+              show      Show one job in detail, with its last run and output.
+              history   Show a job's finished runs, newest first: when, how long, with what result.
+              reload    Re-read the config files and apply the changes.
+              mode      Show or switch the daemon's mode (jobs not in it hold their fires).
+              stats     Show the daemon's counters: jobs, runs, lateness percentiles, requests, memory, uptime.
+              watch     Follow what happens to jobs as it happens: fires, runs, skips, changes.
+              cluster   Show the cluster: this node's role, the leader, the members and etcd's health.
+              next      Print the next fire times of a cron, calendar or every schedule (computed locally).
+              simulate  Show what a config's jobs would do over a span of time, decision by decision (computed locally).
+              ping      Check that timerd answers.
+              version   Print the versions of timerctl and timerd.
+              help      Show help for timerctl or for one verb.
 
             Options:
               --socket PATH  Talk to timerd on PATH (default: see Socket below).
-              --json         Print replies as JSON (exec, run, list, show, history, reload, mode, stats, cluster, watch, next, version, pause/resume/cancel --tag).
+              --json         Print replies as JSON (exec, run, list, show, history, reload, mode, stats, cluster, watch, next, simulate, version, pause/resume/cancel --tag).
               -h, --help     Show help; 'timerctl help VERB' shows a verb's options.
 
             Socket: --socket, else $TIMERD_SOCKET, else /run/timerd/timerd.sock for root; for other users
             $XDG_RUNTIME_DIR/timerd/timerd.sock (/tmp/timerd-UID/timerd.sock without XDG_RUNTIME_DIR) if it exists,
             else /run/timerd/timerd.sock if that exists.
 
-            Exit status: 0 success, 1 timerd (or next) refused the request, 2 usage error, 3 cannot reach timerd.
+            Exit status: 0 success, 1 timerd (or next, simulate) refused the request, 2 usage error, 3 cannot reach timerd.
 
             """
 

@@ -13,15 +13,7 @@ struct NextCLITests {
     /// `fixedNow` and `systemZone` as the zone of jobs that name none.
     func next(_ arguments: [String], systemZone: ZoneRules = .utc) -> Transcript {
         let transcript = Transcript()
-        let context = Timerctl.Context(
-            environment: [:], userID: 1000, now: { fixedNow },
-            stdout: { transcript.stdout += $0 }, stderr: { transcript.stderr += $0 },
-            send: { (request, path) throws(ClientError) in
-                transcript.sent.append((request, path))
-                return .err(code: "internal", message: "next must not talk to timerd")
-            },
-            systemZone: { systemZone })
-        transcript.status = Timerctl.run(arguments: ["next"] + arguments, context: context)
+        transcript.status = Timerctl.run(arguments: ["next"] + arguments, context: offlineContext(transcript, verb: "next", systemZone: systemZone))
         return transcript
     }
 

@@ -53,6 +53,19 @@ func runCLI(
     return transcript
 }
 
+/// A context for the verbs timerctl answers itself (`next`, `simulate`): now = `fixedNow`, output into
+/// `transcript`, and a transport that records what it would send (those verbs must send nothing).
+func offlineContext(_ transcript: Transcript, verb: String, systemZone: ZoneRules = .utc) -> Timerctl.Context {
+    Timerctl.Context(
+        environment: [:], userID: 1000, now: { fixedNow },
+        stdout: { transcript.stdout += $0 }, stderr: { transcript.stderr += $0 },
+        send: { (request, path) throws(ClientError) in
+            transcript.sent.append((request, path))
+            return .err(code: "internal", message: "\(verb) must not talk to timerd")
+        },
+        systemZone: { systemZone })
+}
+
 /// Runs timerctl with the real socket client and a capturing console.
 func runCLIForReal(_ arguments: [String], environment: [String: String] = [:]) -> Transcript {
     let transcript = Transcript()
