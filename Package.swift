@@ -28,7 +28,7 @@ let package = Package(
         // webhook; typed wrappers for its variadic calls.
         .target(name: "CTimerdCurl"),
         // etcd client: blocking calls to etcd's v3 JSON gateway over libcurl, with endpoint failover and watches.
-        .target(name: "TimerdCluster", dependencies: ["CTimerdCurl", "TimerdSystem"]),
+        .target(name: "TimerdCluster", dependencies: ["CTimerdCurl", "TimerdSystem", "TimerdProtocol"]),
         // The running service: registry, timers, control server, command runner.
         .target(
             name: "TimerdDaemon",

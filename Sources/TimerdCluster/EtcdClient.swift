@@ -55,7 +55,7 @@ public final class EtcdClient: Sendable {
     @discardableResult
     public func delete(_ key: String, prefix: Bool = false) throws(EtcdError) -> (deleted: Int64, revision: Int64) {
         let reply = try call("/v3/kv/deleterange", EtcdWire.range(key, prefix: prefix))
-        return (try EtcdWire.int64(reply["deleted"]), try EtcdWire.revision(reply))
+        return (try EtcdWire.int64(reply.deleted), try EtcdWire.revision(reply))
     }
 
     public func txn(compare: [EtcdCompare], success: [EtcdOperation], failure: [EtcdOperation] = []) throws(EtcdError) -> EtcdTxnResult {
@@ -65,29 +65,29 @@ public final class EtcdClient: Sendable {
     // MARK: - Leases
 
     public func grantLease(ttl: Int64) throws(EtcdError) -> (id: Int64, ttl: Int64) {
-        let reply = try call("/v3/lease/grant", ["TTL": String(ttl)])
-        return (try EtcdWire.int64(reply["ID"]), try EtcdWire.int64(reply["TTL"]))
+        let reply = try call("/v3/lease/grant", EtcdWire.LeaseRequest(ttl: String(ttl)))
+        return (try EtcdWire.int64(reply.id), try EtcdWire.int64(reply.ttl))
     }
 
     /// One keepalive; returns the lease's TTL again. `.leaseNotFound` when it expired or never existed.
     @discardableResult
     public func keepAlive(_ lease: Int64) throws(EtcdError) -> Int64 {
         // A stream of one: {"result":{…,"TTL":"n"}}, without TTL for an unknown lease.
-        let reply = try call("/v3/lease/keepalive", ["ID": String(lease)])
-        guard let result = reply["result"] as? [String: Any] else { throw .protocolError("keepalive reply without result") }
-        let ttl = try EtcdWire.int64(result["TTL"])
+        let reply = try call("/v3/lease/keepalive", EtcdWire.LeaseRequest(id: String(lease)))
+        guard let result = reply.result else { throw .protocolError("keepalive reply without result") }
+        let ttl = try EtcdWire.int64(result.ttl)
         guard ttl > 0 else { throw .leaseNotFound }
         return ttl
     }
 
     public func revoke(_ lease: Int64) throws(EtcdError) {
-        _ = try call("/v3/lease/revoke", ["ID": String(lease)])
+        _ = try call("/v3/lease/revoke", EtcdWire.LeaseRequest(id: String(lease)))
     }
 
     // MARK: - Cluster
 
     public func members() throws(EtcdError) -> [EtcdMember] {
-        try EtcdWire.members(call("/v3/cluster/member/list", [:]))
+        try EtcdWire.members(call("/v3/cluster/member/list", EtcdWire.EmptyRequest()))
     }
 
     /// Every endpoint's own view, asked in parallel, each within `requestTimeout`. Never throws: an
@@ -98,7 +98,7 @@ public final class EtcdClient: Sendable {
             let endpoint = endpoints[index]
             let status: EtcdEndpointStatus
             do {
-                status = try EtcdWire.status(request(endpoint, "/v3/maintenance/status", [:]), endpoint: endpoint)
+                status = try EtcdWire.status(request(endpoint, "/v3/maintenance/status", EtcdWire.EmptyRequest()), endpoint: endpoint)
             } catch {
                 status = EtcdEndpointStatus(endpoint: endpoint, healthy: false, leaderID: 0, memberID: 0, raftTerm: 0,
                                             version: "", error: "\(error)")
@@ -112,13 +112,14 @@ public final class EtcdClient: Sendable {
 
     /// POSTs `body` to `path` at the preferred endpoint, else at each other one in turn (see the type's
     /// comment); the reply object of the first that serves it.
-    func call(_ path: String, _ body: [String: Any]) throws(EtcdError) -> [String: Any] {
+    func call(_ path: String, _ body: some Encodable) throws(EtcdError) -> EtcdWire.Reply {
+        let body = EtcdWire.encode(body)
         let first = preferred.load(ordering: .relaxed)
         var failures: [String] = []
         for offset in 0..<endpoints.count {
             let index = (first + offset) % endpoints.count
             do {
-                let reply = try request(endpoints[index], path, body)
+                let reply = try request(endpoints[index], path, body: body)
                 preferred.store(index, ordering: .relaxed)
                 return reply
             } catch let failure {
@@ -135,8 +136,13 @@ public final class EtcdClient: Sendable {
     }
 
     /// One endpoint, one attempt. `.unavailable` (with the reason only) when it cannot serve.
-    func request(_ endpoint: String, _ path: String, _ body: [String: Any]) throws(EtcdError) -> [String: Any] {
-        guard let exchange = CurlExchange(url: endpoint + path, body: EtcdWire.encode(body), timeout: requestTimeout,
+    func request(_ endpoint: String, _ path: String, _ body: some Encodable) throws(EtcdError) -> EtcdWire.Reply {
+        try request(endpoint, path, body: EtcdWire.encode(body))
+    }
+
+    /// `request` with the body encoded.
+    func request(_ endpoint: String, _ path: String, body: [UInt8]) throws(EtcdError) -> EtcdWire.Reply {
+        guard let exchange = CurlExchange(url: endpoint + path, body: body, timeout: requestTimeout,
                                           connectTimeout: requestTimeout, tls: tls, pool: handles)
         else { throw .unavailable("cannot set up a request (out of memory)") }
         let (status, bytes): (Int, [UInt8])
@@ -144,7 +150,7 @@ public final class EtcdClient: Sendable {
         case .failure(let failure): throw .unavailable(failure.message)
         case .success(let reply): (status, bytes) = reply
         }
-        let reply: [String: Any]
+        let reply: EtcdWire.Reply
         do {
             reply = try EtcdWire.object(bytes)
         } catch {
