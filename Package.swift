@@ -23,7 +23,7 @@ let package = Package(
         // SQLite, for the durable state store.
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         // Durable state: runtime jobs, fire bookkeeping and run history in <state dir>/state.db.
-        .target(name: "TimerdStore", dependencies: ["TimerdCore", "CSQLite"]),
+        .target(name: "TimerdStore", dependencies: ["TimerdCore", "TimerdSystem", "CSQLite"]),
         // Webhooks: libcurl (headers from Debian's libcurl4-openssl-dev), loaded with dlopen on the first
         // webhook; typed wrappers for its variadic calls.
         .target(name: "CTimerdCurl"),
