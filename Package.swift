@@ -24,15 +24,18 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         // Durable state: runtime jobs, fire bookkeeping and run history in <state dir>/state.db.
         .target(name: "TimerdStore", dependencies: ["TimerdCore", "TimerdSystem", "CSQLite"]),
-        // Webhooks: libcurl (headers from Debian's libcurl4-openssl-dev), loaded with dlopen on the first
-        // webhook; typed wrappers for its variadic calls.
+        // libcurl (headers from Debian's libcurl4-openssl-dev), loaded with dlopen on first use; typed
+        // wrappers for its variadic calls. Only TimerdHTTP imports it.
         .target(name: "CTimerdCurl"),
-        // etcd client: blocking calls to etcd's v3 JSON gateway over libcurl, with endpoint failover and watches.
-        .target(name: "TimerdCluster", dependencies: ["CTimerdCurl", "TimerdSystem", "TimerdProtocol"]),
+        // The one HTTP transport over libcurl, for webhooks and the etcd client: requests, responses, error
+        // kinds; blocking exchanges with a handle pool, streams, and a multi-handle session on a queue.
+        .target(name: "TimerdHTTP", dependencies: ["CTimerdCurl", "TimerdSystem"]),
+        // etcd client: blocking calls to etcd's v3 JSON gateway over TimerdHTTP, with endpoint failover and watches.
+        .target(name: "TimerdCluster", dependencies: ["TimerdHTTP", "TimerdSystem", "TimerdProtocol"]),
         // The running service: registry, timers, control server, command runner.
         .target(
             name: "TimerdDaemon",
-            dependencies: ["TimerdCore", "TimerdProtocol", "TimerdConfig", "TimerdSystem", "TimerdStore", "CSystemd", "CTimerdCurl", "TimerdCluster"]
+            dependencies: ["TimerdCore", "TimerdProtocol", "TimerdConfig", "TimerdSystem", "TimerdStore", "CSystemd", "TimerdHTTP", "TimerdCluster"]
         ),
         // timerctl: verbs, flags, output, exit codes.
         .target(name: "TimerdCLI", dependencies: ["TimerdCore", "TimerdProtocol", "TimerdSystem"]),
@@ -48,7 +51,7 @@ let package = Package(
         .testTarget(name: "TimerdDaemonTests", dependencies: ["TimerdDaemon"]),
         .testTarget(name: "TimerdStoreTests", dependencies: ["TimerdStore"]),
         .testTarget(name: "TimerdClusterTests", dependencies: ["TimerdCluster"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["TimerdCore", "TimerdProtocol", "TimerdSystem", "TimerdStore", "TimerdCluster"], exclude: ["webhook_server.py"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["TimerdCore", "TimerdProtocol", "TimerdSystem", "TimerdStore", "TimerdCluster", "TimerdHTTP"], exclude: ["webhook_server.py"]),
         .testTarget(name: "SystemdTests", dependencies: []),
     ],
     swiftLanguageModes: [.v6]
