@@ -26,18 +26,21 @@ let package = Package(
         // SQLite, for the durable state store.
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         // Durable state: runtime jobs, fire bookkeeping and run history in <state dir>/state.db.
-        .target(name: "TimerdStore", dependencies: ["TimerdCore", "CSQLite"]),
-        // Webhooks: libcurl (headers from Debian's libcurl4-openssl-dev), loaded with dlopen on the first
-        // webhook; typed wrappers for its variadic calls.
+        .target(name: "TimerdStore", dependencies: ["TimerdCore", "TimerdSystem", "CSQLite"]),
+        // libcurl (headers from Debian's libcurl4-openssl-dev), loaded with dlopen on first use; typed
+        // wrappers for its variadic calls. Only TimerdHTTP imports it.
         .target(name: "CTimerdCurl"),
-        // etcd client: blocking calls to etcd's v3 JSON gateway over libcurl, with endpoint failover and watches.
-        .target(name: "TimerdCluster", dependencies: ["CTimerdCurl", "TimerdSystem"]),
+        // The one HTTP transport over libcurl, for webhooks and the etcd client: requests, responses, error
+        // kinds; blocking exchanges with a handle pool, streams, and a multi-handle session on a queue.
+        .target(name: "TimerdHTTP", dependencies: ["CTimerdCurl", "TimerdSystem"]),
+        // etcd client: blocking calls to etcd's v3 JSON gateway over TimerdHTTP, with endpoint failover and watches.
+        .target(name: "TimerdCluster", dependencies: ["TimerdHTTP", "TimerdSystem", "TimerdProtocol"]),
         // What timerd and timerctl read off the host to schedule jobs: config files, zones, the machine id.
         .target(name: "TimerdHost", dependencies: ["TimerdConfig", "TimerdCore", "TimerdSystem"]),
         // The running service: registry, timers, control server, command runner.
         .target(
             name: "TimerdDaemon",
-            dependencies: ["TimerdCore", "TimerdEngine", "TimerdHost", "TimerdProtocol", "TimerdConfig", "TimerdSystem", "TimerdStore", "CSystemd", "CTimerdCurl", "TimerdCluster"]
+            dependencies: ["TimerdCore", "TimerdEngine", "TimerdHost", "TimerdProtocol", "TimerdConfig", "TimerdSystem", "TimerdStore", "CSystemd", "TimerdHTTP", "TimerdCluster"]
         ),
         // timerctl: verbs, flags, output, exit codes.
         .target(name: "TimerdCLI", dependencies: ["TimerdCore", "TimerdEngine", "TimerdHost", "TimerdConfig", "TimerdProtocol", "TimerdSystem"]),
@@ -60,7 +63,7 @@ let package = Package(
         .testTarget(name: "TimerdDaemonTests", dependencies: ["TimerdDaemon", "TimerdEngine", "TimerdConfig"]),
         .testTarget(name: "TimerdStoreTests", dependencies: ["TimerdStore"]),
         .testTarget(name: "TimerdClusterTests", dependencies: ["TimerdCluster"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["TimerdCore", "TimerdProtocol", "TimerdSystem", "TimerdStore", "TimerdCluster", "TimerdTestSupport"], exclude: ["webhook_server.py"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["TimerdCore", "TimerdProtocol", "TimerdSystem", "TimerdStore", "TimerdCluster", "TimerdHTTP", "TimerdTestSupport"], exclude: ["webhook_server.py"]),
         .testTarget(name: "SystemdTests", dependencies: ["TimerdTestSupport"]),
     ],
     swiftLanguageModes: [.v6]

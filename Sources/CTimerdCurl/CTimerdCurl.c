@@ -90,7 +90,6 @@ static int load(const char *name, char *error, size_t size) {
     return 0;
 }
 
-CURLcode tcurl_global_init(long flags) { return api.global_init(flags); }
 
 CURLM *tcurl_multi_init(void) { return api.multi_init(); }
 CURLMcode tcurl_multi_add_handle(CURLM *multi, CURL *easy) { return api.multi_add_handle(multi, easy); }

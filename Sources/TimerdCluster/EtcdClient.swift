@@ -1,11 +1,11 @@
-import CTimerdCurl
 import Dispatch
 import Synchronization
+import TimerdHTTP
 import TimerdSystem
 
-/// A blocking client of etcd's v3 JSON gateway (wire format: `EtcdWire`) over libcurl. Every call may
-/// be made from any thread; each request uses a curl easy handle of its own on the calling thread, taken
-/// from a small pool so that its connection to the member is reused.
+/// A blocking client of etcd's v3 JSON gateway (wire format: `EtcdWire`) over libcurl (`HTTPExchange`,
+/// TimerdHTTP). Every call may be made from any thread; each request uses a curl easy handle of its own
+/// on the calling thread, taken from a small pool so that its connection to the member is reused.
 ///
 /// Endpoints: calls go to the preferred endpoint (the last one that answered); when it cannot be reached
 /// within `requestTimeout`, or answers that it cannot serve (no leader, request timed out), each other
@@ -25,14 +25,15 @@ public final class EtcdClient: Sendable {
     /// Index into `endpoints` of the one tried first.
     private let preferred = Atomic<Int>(0)
     /// Easy handles with their open connections, for the next requests (the watch has its own).
-    private let handles = CurlHandlePool(capacity: 8)
+    private let handles = HTTPHandlePool(capacity: 8)
 
     public init(endpoints: [String], tls: EtcdTLS? = nil, requestTimeout: Duration = .seconds(1),
                 library: String = "libcurl.so.4") throws(EtcdError) {
         guard !endpoints.isEmpty else { throw .unavailable("no endpoints configured") }
-        var error = [CChar](repeating: 0, count: 512)
-        guard tcurl_load(library, &error, error.count) == 0 else {
-            throw .libcurl(String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        do {
+            try HTTPLibrary.load(library)
+        } catch {
+            throw .libcurl(error.message)
         }
         self.endpoints = endpoints.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 }
         self.tls = tls
@@ -55,7 +56,7 @@ public final class EtcdClient: Sendable {
     @discardableResult
     public func delete(_ key: String, prefix: Bool = false) throws(EtcdError) -> (deleted: Int64, revision: Int64) {
         let reply = try call("/v3/kv/deleterange", EtcdWire.range(key, prefix: prefix))
-        return (try EtcdWire.int64(reply["deleted"]), try EtcdWire.revision(reply))
+        return (try EtcdWire.int64(reply.deleted), try EtcdWire.revision(reply))
     }
 
     public func txn(compare: [EtcdCompare], success: [EtcdOperation], failure: [EtcdOperation] = []) throws(EtcdError) -> EtcdTxnResult {
@@ -65,29 +66,29 @@ public final class EtcdClient: Sendable {
     // MARK: - Leases
 
     public func grantLease(ttl: Int64) throws(EtcdError) -> (id: Int64, ttl: Int64) {
-        let reply = try call("/v3/lease/grant", ["TTL": String(ttl)])
-        return (try EtcdWire.int64(reply["ID"]), try EtcdWire.int64(reply["TTL"]))
+        let reply = try call("/v3/lease/grant", EtcdWire.LeaseRequest(ttl: String(ttl)))
+        return (try EtcdWire.int64(reply.id), try EtcdWire.int64(reply.ttl))
     }
 
     /// One keepalive; returns the lease's TTL again. `.leaseNotFound` when it expired or never existed.
     @discardableResult
     public func keepAlive(_ lease: Int64) throws(EtcdError) -> Int64 {
         // A stream of one: {"result":{…,"TTL":"n"}}, without TTL for an unknown lease.
-        let reply = try call("/v3/lease/keepalive", ["ID": String(lease)])
-        guard let result = reply["result"] as? [String: Any] else { throw .protocolError("keepalive reply without result") }
-        let ttl = try EtcdWire.int64(result["TTL"])
+        let reply = try call("/v3/lease/keepalive", EtcdWire.LeaseRequest(id: String(lease)))
+        guard let result = reply.result else { throw .protocolError("keepalive reply without result") }
+        let ttl = try EtcdWire.int64(result.ttl)
         guard ttl > 0 else { throw .leaseNotFound }
         return ttl
     }
 
     public func revoke(_ lease: Int64) throws(EtcdError) {
-        _ = try call("/v3/lease/revoke", ["ID": String(lease)])
+        _ = try call("/v3/lease/revoke", EtcdWire.LeaseRequest(id: String(lease)))
     }
 
     // MARK: - Cluster
 
     public func members() throws(EtcdError) -> [EtcdMember] {
-        try EtcdWire.members(call("/v3/cluster/member/list", [:]))
+        try EtcdWire.members(call("/v3/cluster/member/list", EtcdWire.EmptyRequest()))
     }
 
     /// Every endpoint's own view, asked in parallel, each within `requestTimeout`. Never throws: an
@@ -98,7 +99,7 @@ public final class EtcdClient: Sendable {
             let endpoint = endpoints[index]
             let status: EtcdEndpointStatus
             do {
-                status = try EtcdWire.status(request(endpoint, "/v3/maintenance/status", [:]), endpoint: endpoint)
+                status = try EtcdWire.status(request(endpoint, "/v3/maintenance/status", EtcdWire.EmptyRequest()), endpoint: endpoint)
             } catch {
                 status = EtcdEndpointStatus(endpoint: endpoint, healthy: false, leaderID: 0, memberID: 0, raftTerm: 0,
                                             version: "", error: "\(error)")
@@ -112,13 +113,14 @@ public final class EtcdClient: Sendable {
 
     /// POSTs `body` to `path` at the preferred endpoint, else at each other one in turn (see the type's
     /// comment); the reply object of the first that serves it.
-    func call(_ path: String, _ body: [String: Any]) throws(EtcdError) -> [String: Any] {
+    func call(_ path: String, _ body: some Encodable) throws(EtcdError) -> EtcdWire.Reply {
+        let body = EtcdWire.encode(body)
         let first = preferred.load(ordering: .relaxed)
         var failures: [String] = []
         for offset in 0..<endpoints.count {
             let index = (first + offset) % endpoints.count
             do {
-                let reply = try request(endpoints[index], path, body)
+                let reply = try request(endpoints[index], path, body: body)
                 preferred.store(index, ordering: .relaxed)
                 return reply
             } catch let failure {
@@ -135,18 +137,20 @@ public final class EtcdClient: Sendable {
     }
 
     /// One endpoint, one attempt. `.unavailable` (with the reason only) when it cannot serve.
-    func request(_ endpoint: String, _ path: String, _ body: [String: Any]) throws(EtcdError) -> [String: Any] {
-        guard let exchange = CurlExchange(url: endpoint + path, body: EtcdWire.encode(body), timeout: requestTimeout,
-                                          connectTimeout: requestTimeout, tls: tls, pool: handles)
+    func request(_ endpoint: String, _ path: String, _ body: some Encodable) throws(EtcdError) -> EtcdWire.Reply {
+        try request(endpoint, path, body: EtcdWire.encode(body))
+    }
+
+    /// `request` with the body encoded.
+    func request(_ endpoint: String, _ path: String, body: [UInt8]) throws(EtcdError) -> EtcdWire.Reply {
+        guard let exchange = HTTPExchange(post(endpoint + path, body: body, timeout: requestTimeout), pool: handles)
         else { throw .unavailable("cannot set up a request (out of memory)") }
-        let (status, bytes): (Int, [UInt8])
-        switch exchange.perform() {
-        case .failure(let failure): throw .unavailable(failure.message)
-        case .success(let reply): (status, bytes) = reply
-        }
-        let reply: [String: Any]
+        let response = exchange.perform()
+        if let failure = response.failure { throw .unavailable(failure.message) }
+        let status = response.status ?? 0
+        let reply: EtcdWire.Reply
         do {
-            reply = try EtcdWire.object(bytes)
+            reply = try EtcdWire.object(response.body)
         } catch {
             // A proxy or a member shutting down may answer 5xx with something else.
             if status >= 500 { throw .unavailable("HTTP \(status)") }
@@ -196,17 +200,11 @@ public final class EtcdClient: Sendable {
         case ended(WatchEnd)
     }
 
-    /// One watch stream on its own multi handle, polled every 100 ms for `stop`.
+    /// One watch stream, checked every 100 ms for `stop`.
     private func stream(_ endpoint: String, body: [UInt8], stop: WatchStop, onCreated: (Int64) -> Void,
                         onEvents: ([EtcdEvent], Int64) -> Void) -> StreamOutcome {
-        guard let exchange = CurlExchange(url: endpoint + "/v3/watch", body: body, timeout: .zero,
-                                          connectTimeout: requestTimeout, tls: tls),
-              let multi = tcurl_multi_init()
-        else { return .ended(.broken("cannot set up the watch (out of memory)")) }
-        _ = tcurl_multi_add_handle(multi, exchange.easy)
-        defer {
-            tcurl_multi_remove_handle(multi, exchange.easy)
-            tcurl_multi_cleanup(multi)
+        guard let exchange = HTTPExchange(post(endpoint + "/v3/watch", body: body, timeout: nil)) else {
+            return .ended(.broken("cannot set up the watch (out of memory)"))
         }
         var created = false
         // A member that accepts the connection but never answers (frozen) must not hold the watch:
@@ -233,31 +231,29 @@ public final class EtcdClient: Sendable {
             }
             return nil
         }
-        while true {
+        let end = exchange.stream(checkEvery: .milliseconds(100), check: { () -> StreamOutcome? in
             if stop.isStopped { return .ended(.stopped) }
             if !created, ContinuousClock.now > createDeadline {
                 return .notCreated("no reply to the watch within \(requestTimeout)")
             }
-            var running: Int32 = 0
-            _ = tcurl_multi_perform(multi, &running)
-            for line in exchange.takeLines() where !line.isEmpty {
-                if let outcome = handle(line) { return outcome }
-            }
-            if running == 0 { break }
-            _ = tcurl_multi_poll(multi, 100, nil)
+            return nil
+        }, line: handle)
+        switch end {
+        case .stopped(let outcome): return outcome
+        case .ended(let response):
+            // A last line without its newline (a unary error reply).
+            if !response.body.isEmpty, let outcome = handle(response.body) { return outcome }
+            let why = response.failure?.message ?? "the stream ended (HTTP \(response.status ?? 0))"
+            return created ? .ended(.broken(why)) : .notCreated(why)
         }
-        // The transfer ended: how, and a last line without its newline (a unary error reply).
-        var left: Int32 = 0
-        var code = CURLE_OK
-        while let message = tcurl_multi_info_read(multi, &left) {
-            if message.pointee.msg == CURLMSG_DONE { code = tcurl_message_result(message) }
-        }
-        if !exchange.received.isEmpty {
-            let rest = exchange.received
-            exchange.received = []
-            if let outcome = handle(rest) { return outcome }
-        }
-        let why = code != CURLE_OK ? exchange.failure(code) : "the stream ended (HTTP \(exchange.status))"
-        return created ? .ended(.broken(why)) : .notCreated(why)
+    }
+
+    /// A POST of a JSON `body` to one endpoint, with this client's TLS files and connect timeout, never
+    /// through a proxy. `timeout` nil: none (a stream).
+    private func post(_ url: String, body: [UInt8], timeout: Duration?) -> HTTPRequest {
+        HTTPRequest(
+            url: url, method: "POST", headers: ["Content-Type: application/json"], body: body, timeout: timeout,
+            connectTimeout: requestTimeout, tls: HTTPTLS(caFile: tls?.caFile, certFile: tls?.certFile, keyFile: tls?.keyFile),
+            bypassProxy: true)
     }
 }

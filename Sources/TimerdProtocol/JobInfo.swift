@@ -281,7 +281,8 @@ public struct WatchEvent: Codable, Equatable, Sendable {
     }
 }
 
-/// JSON helpers for reply payloads: one line, UTF-8.
+/// The JSON codec of timerd: reply payloads (one line, UTF-8), the values the cluster keeps in etcd, and
+/// etcd's gateway requests and replies (`EtcdWire`). FoundationEssentials' `JSONEncoder`/`JSONDecoder`.
 public enum Payload {
     public static func encode<T: Encodable>(_ value: T) -> String {
         let encoder = JSONEncoder()
@@ -293,6 +294,11 @@ public enum Payload {
 
     public static func decode<T: Decodable>(_ type: T.Type, from text: String) throws -> T {
         try JSONDecoder().decode(type, from: Data(text.utf8))
+    }
+
+    /// The same for JSON as received (UTF-8 bytes).
+    public static func decode<T: Decodable>(_ type: T.Type, from bytes: some Collection<UInt8>) throws -> T {
+        try JSONDecoder().decode(type, from: Data(bytes))
     }
 }
 

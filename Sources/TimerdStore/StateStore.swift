@@ -1,6 +1,5 @@
 internal import CSQLite
 import Dispatch
-import Glibc
 import TimerdCore
 
 /// The daemon's durable state: jobs added at run time, their fire bookkeeping and run history, and the

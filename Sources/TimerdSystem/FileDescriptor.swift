@@ -91,6 +91,13 @@ public struct FileDescriptor: Sendable, Hashable, RawRepresentable, CustomString
         }
     }
 
+    /// Writes the file's data and metadata to the device (for a directory: its entries).
+    ///
+    /// The corresponding C function is `fsync`.
+    public func sync() throws(Errno) {
+        _ = try retryOnInterrupt { fsync(rawValue) }
+    }
+
     /// Turns `O_NONBLOCK` on or off.
     ///
     /// The corresponding C function is `fcntl` (`F_GETFL`/`F_SETFL`).

@@ -12,12 +12,13 @@ public enum FileSystem {
         return try fd.readToEnd()
     }
 
-    /// Whether something exists at `path` (following symbolic links).
+    /// Whether something exists at `path`: following symbolic links, or (`followingLinks: false`) a name
+    /// at all, a dangling symbolic link included.
     ///
-    /// The corresponding C function is `stat`.
-    public static func fileExists(_ path: String) -> Bool {
+    /// The corresponding C functions are `stat` and `lstat`.
+    public static func fileExists(_ path: String, followingLinks: Bool = true) -> Bool {
         var info = stat()
-        return stat(path, &info) == 0
+        return (followingLinks ? stat(path, &info) : lstat(path, &info)) == 0
     }
 
     /// Whether `path` is a directory (following symbolic links).
@@ -64,7 +65,6 @@ public enum FileSystem {
         _ = try retryOnInterrupt { fchownat(AT_FDCWD, path, uid_t.max, gid, AT_SYMLINK_NOFOLLOW) }
     }
 
-    /// Removes the name `path` (not a directory).
     /// Replaces the file at `path` with `text` so readers see the old or the new content, never a mix:
     /// writes `path.tmp`, syncs it, renames it over `path`.
     ///
@@ -81,7 +81,54 @@ public enum FileSystem {
             _ = Glibc.unlink(temporary)
             throw error
         }
-        _ = try checkResult(rename(temporary, path))
+        _ = try checkResult(Glibc.rename(temporary, path))
+    }
+
+    /// Renames `source` to `target`, replacing what `target` names (not a directory).
+    ///
+    /// The corresponding C function is `rename`.
+    public static func rename(_ source: String, to target: String) throws(Errno) {
+        _ = try checkResult(Glibc.rename(source, target))
+    }
+
+    /// Creates an empty file with `permissions` (less the umask) unless something exists at `path`, a
+    /// symbolic link included; whether it created one.
+    ///
+    /// The corresponding C function is `open` (`O_CREAT | O_EXCL`).
+    @discardableResult
+    public static func createIfMissing(_ path: String, permissions: UInt32) throws(Errno) -> Bool {
+        let fd: FileDescriptor
+        do {
+            fd = try FileDescriptor.open(path, .writeOnly, options: .exclusiveCreate, permissions: permissions)
+        } catch .fileExists {
+            return false
+        }
+        defer { try? fd.close() }
+        return true
+    }
+
+    /// The first `count` bytes of the file at `path` (fewer when it is shorter).
+    ///
+    /// The corresponding C functions are `open` and `read`.
+    public static func readPrefix(_ path: String, count: Int) throws(Errno) -> [UInt8] {
+        let fd = try FileDescriptor.open(path, .readOnly)
+        defer { try? fd.close() }
+        var bytes: [UInt8] = []
+        while bytes.count < count {
+            let chunk = try fd.read(upToCount: count - bytes.count)
+            if chunk.isEmpty { break }
+            bytes += chunk
+        }
+        return bytes
+    }
+
+    /// Makes the entries of the directory `path` (files created, renamed or removed in it) durable.
+    ///
+    /// The corresponding C functions are `open` (`O_DIRECTORY`) and `fsync`.
+    public static func syncDirectory(_ path: String) throws(Errno) {
+        let fd = try FileDescriptor.open(path, .readOnly, options: .directory)
+        defer { try? fd.close() }
+        try fd.sync()
     }
 
     /// Removes the file at `path`.

@@ -1,12 +1,11 @@
-import Foundation
 import Testing
 @testable import TimerdCluster
 
 /// The JSON pieces of the etcd client, without etcd: requests as the gateway wants them and replies as
 /// etcd 3.4.23 sent them (copied from real replies).
 @Suite struct EtcdWireTests {
-    private func json(_ object: [String: Any]) -> String { String(decoding: EtcdWire.encode(object), as: UTF8.self) }
-    private func reply(_ text: String) throws -> [String: Any] { try EtcdWire.object(Array(text.utf8)) }
+    private func json(_ request: some Encodable) -> String { String(decoding: EtcdWire.encode(request), as: UTF8.self) }
+    private func reply(_ text: String) throws -> EtcdWire.Reply { try EtcdWire.object(Array(text.utf8)) }
 
     @Test func prefixEnd() {
         #expect(EtcdWire.prefixEnd("foo/") == Array("foo0".utf8))
@@ -82,6 +81,18 @@ import Testing
         #expect(EtcdWire.failure(try reply(#"{"header":{"revision":"1"}}"#), status: 200) == nil)
         #expect(throws: EtcdError.self) { try EtcdWire.object(Array("<html>".utf8)) }
         #expect(throws: EtcdError.protocolError("not an int64: x")) { try EtcdWire.int64("x") }
+    }
+
+    /// Integers as JSON numbers are read too; a malformed field fails only the call that reads it.
+    @Test func numbersAndUnreadFields() throws {
+        let numbers = try reply(#"{"header":{"revision":12,"member_id":18446744073709551615},"deleted":3,"code":"x"}"#)
+        #expect(try EtcdWire.revision(numbers) == 12)
+        #expect(try EtcdWire.uint64(numbers.header?.member_id) == UInt64.max)
+        #expect(try EtcdWire.int64(numbers.deleted) == 3)
+        let odd = try reply(#"{"header":{"revision":"7"},"leader":"not-a-number"}"#)
+        #expect(try EtcdWire.revision(odd) == 7)
+        #expect(throws: EtcdError.protocolError("not a uint64: not-a-number")) { try EtcdWire.uint64(odd.leader) }
+        #expect(throws: EtcdError.self) { try EtcdWire.object(Array("[1]".utf8)) }
     }
 
     @Test func watchMessages() throws {

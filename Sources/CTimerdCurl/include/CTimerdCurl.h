@@ -1,7 +1,7 @@
 #ifndef TIMERD_CTIMERDCURL_H
 #define TIMERD_CTIMERDCURL_H
 
-/* libcurl for timerd's webhooks and its etcd client (TimerdCluster), loaded with dlopen on the first webhook rather than linked: libcurl
+/* libcurl for timerd's one HTTP transport (TimerdHTTP: webhooks and the etcd client), loaded with dlopen on first use rather than linked: libcurl
  * pulls in some thirty libraries (TLS, Kerberos, LDAP, SSH, ...) whose loading alone cost a daemon without
  * webhooks about 5 MiB of resident memory. Only the headers are used at build time (Debian's
  * libcurl4-openssl-dev); every call goes through the tcurl_ functions below, never curl_* directly.
@@ -18,7 +18,6 @@
  * every call returns the first call's result and reason, whatever `library` it names. */
 int tcurl_load(const char *library, char *error, size_t size);
 
-CURLcode tcurl_global_init(long flags);
 
 CURLM *tcurl_multi_init(void);
 CURLMcode tcurl_multi_add_handle(CURLM *multi, CURL *easy);
@@ -26,7 +25,7 @@ CURLMcode tcurl_multi_remove_handle(CURLM *multi, CURL *easy);
 const char *tcurl_multi_strerror(CURLMcode code);
 CURLMcode tcurl_multi_socket_action(CURLM *multi, curl_socket_t socket, int events, int *running);
 CURLMsg *tcurl_multi_info_read(CURLM *multi, int *left);
-/* For the etcd watch, a multi handle of its own driven on its thread: curl_easy_perform would wait up to a
+/* For a stream (the etcd watch), a multi handle of its own driven on its thread: curl_easy_perform would wait up to a
  * second between looks at a progress callback on an idle stream (measured), the watch must notice its
  * stop flag sooner, so it polls with a short timeout instead. */
 CURLMcode tcurl_multi_perform(CURLM *multi, int *running);
@@ -50,7 +49,7 @@ CURLcode tcurl_easy_setopt_slist(CURL *easy, CURLoption option, struct curl_slis
 typedef size_t (*tcurl_write_callback)(char *data, size_t size, size_t count, void *context);
 CURLcode tcurl_easy_setopt_write(CURL *easy, tcurl_write_callback callback);
 CURLcode tcurl_easy_getinfo_long(CURL *easy, CURLINFO info, long *value);
-/* A blocking transfer on the calling thread (the etcd client; the webhooks use the multi interface). */
+/* A blocking transfer on the calling thread (HTTPExchange.perform: the etcd client; the webhooks use an HTTPSession). */
 CURLcode tcurl_easy_perform(CURL *easy);
 
 struct curl_slist *tcurl_slist_append(struct curl_slist *list, const char *text);
