@@ -52,7 +52,7 @@ _timerctl_zones() {
 }
 
 _timerctl() {
-    local verbs="add exec cancel pause resume run list show history reload mode stats watch cluster next simulate ping version help"
+    local verbs="add exec cancel pause resume run list show history why reload mode stats watch cluster next simulate ping version help"
     local owner_flags="--owner --owner-pid --tag --modes"
     local webhook_flags="--webhook --method --header --body --content-type --expect --retries --retry-backoff --redirects --ca-file --insecure"
     local notify_flags="--on-failure --on-recovery"
@@ -64,7 +64,7 @@ _timerctl() {
     local next_flags="--cron --calendar --every --count --timezone --from --dst-gap --dst-repeat"
     local simulate_flags="--config --from --until --run-duration --down --clock-step --seed"
     # Flags that take a value (as the next word or after "=").
-    local value_flags=" --socket --every --start --in --at --cron --calendar --timezone --dst-gap --dst-repeat --jitter --from --count --leeway --command --argv --timeout --kill-grace --overlap --env --meta --cwd --user --group --owner --owner-pid --tag --modes --interval --after $webhook_flags $notify_flags $misfire_flags --history-limit --cluster --limit --config --until --run-duration --down --clock-step --seed "
+    local value_flags=" --socket --every --start --in --at --cron --calendar --timezone --dst-gap --dst-repeat --jitter --from --count --leeway --command --argv --timeout --kill-grace --overlap --env --meta --cwd --user --group --owner --owner-pid --tag --modes --interval --after $webhook_flags $notify_flags $misfire_flags --history-limit --cluster --limit --config --until --run-duration --down --clock-step --seed --last "
 
     # COMP_WORDS splits "--flag=value" at "=" (COMP_WORDBREAKS): glue those pieces back together.
     local -a words=()
@@ -210,6 +210,7 @@ _timerctl() {
                 [[ -z $tagged && ${#given[@]} -eq 0 ]] && flags+=" --tag"
                 flags+=" --json" ;;
             history) flags+=" --limit --json" ;;
+            why) flags+=" --last --json" ;;
             run | show | reload | mode | stats | cluster | version) flags+=" --json" ;;
         esac
         mapfile -t COMPREPLY < <(compgen -W "$flags" -- "$cur")
@@ -223,8 +224,8 @@ _timerctl() {
             # The modes the jobs name ("common" is not a mode to switch to).
             ((${#given[@]} == 0)) &&
                 mapfile -t COMPREPLY < <(compgen -W "$(_timerctl_job_values "$prog" "$socket" modes default | grep -vx common)" -- "$cur") ;;
-        run | show | history | watch | cancel | pause | resume)
-            if [[ ($verb == run || $verb == show || $verb == history || $verb == watch) && ${#given[@]} -gt 0 ]]; then
+        run | show | history | why | watch | cancel | pause | resume)
+            if [[ ($verb == run || $verb == show || $verb == history || $verb == why || $verb == watch) && ${#given[@]} -gt 0 ]]; then
                 return 0
             fi
             # Names or --tag, not both.

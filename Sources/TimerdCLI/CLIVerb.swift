@@ -3,7 +3,7 @@ import TimerdProtocol
 
 /// The verbs of `timerctl`, with everything help and the parser need to know about each.
 package enum CLIVerb: String, CaseIterable, Sendable {
-    case add, exec, cancel, pause, resume, run, list, show, history, reload, mode, stats, watch, cluster, next, simulate, ping, version, help
+    case add, exec, cancel, pause, resume, run, list, show, history, why, reload, mode, stats, watch, cluster, next, simulate, ping, version, help
 
     /// How many job names (positional words) a verb takes.
     package enum Names: Sendable {
@@ -29,6 +29,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .list: .list
         case .show: .show
         case .history: .history
+        case .why: .why
         case .reload: .reload
         case .mode: .mode
         case .stats: .stats
@@ -54,6 +55,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .list: "List the jobs with their state, next fire and last run."
         case .show: "Show one job in detail, with its last run and output."
         case .history: "Show a job's finished runs, newest first: when, how long, with what result."
+        case .why: "Show a job's last due fires, newest first, and what became of each: ran, or why not."
         case .reload: "Re-read the config files and apply the changes."
         case .mode: "Show or switch the daemon's mode (jobs not in it hold their fires)."
         case .stats: "Show the daemon's counters: jobs, runs, lateness percentiles, requests, memory, uptime."
@@ -87,6 +89,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .list: ["list [--tag TAG] [--json]"]
         case .show: ["show NAME [--json]"]
         case .history: ["history NAME [--limit N] [--json]"]
+        case .why: ["why NAME [--last N] [--json]"]
         case .reload: ["reload [--json]"]
         case .mode: ["mode [NAME] [--json]"]
         case .stats: ["stats [--json]"]
@@ -143,6 +146,13 @@ package enum CLIVerb: String, CaseIterable, Sendable {
                 "across restarts. SCHEDULED is when the fire was due (manual: started by 'timerctl run'),",
                 "STARTED when the run began, both local times (with the date when not today); LATE is how",
                 "long after SCHEDULED it started. RESULT shows a non-zero exit code or a webhook's HTTP status.",
+            ]
+        case .why:
+            [
+                "One line per due fire, newest first: SCHEDULED (local time), OUTCOME, RUN, LATE, DETAIL.",
+                "OUTCOME is ran (DETAIL: the result, or running), or skipped, missed, held, queued or waiting,",
+                "with the reason 'timerctl show' gives. timerd keeps each job's last \(Limits.fireRecordsKept) due fires in its state",
+                "database, across restarts.",
             ]
         case .reload: ["Prints what changed. Jobs added at run time are not touched."]
         case .mode:
@@ -213,7 +223,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
 
     package var names: Names {
         switch self {
-        case .add, .run, .show, .history: .one
+        case .add, .run, .show, .history, .why: .one
         case .cancel, .pause, .resume: .oneOrMore
         case .exec, .list, .reload, .stats, .cluster, .next, .simulate, .ping, .version: .none
         case .mode: .optionalOne
@@ -226,7 +236,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
     package var selectsByTag: Bool {
         switch self {
         case .cancel, .pause, .resume, .list, .watch: true
-        case .add, .exec, .run, .show, .history, .reload, .mode, .stats, .cluster, .next, .simulate, .ping, .version, .help: false
+        case .add, .exec, .run, .show, .history, .why, .reload, .mode, .stats, .cluster, .next, .simulate, .ping, .version, .help: false
         }
     }
 
@@ -236,7 +246,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
     /// True when `--json` changes what the verb prints (listed in its help).
     package var hasJSONOutput: Bool {
         switch self {
-        case .exec, .run, .list, .show, .history, .reload, .mode, .stats, .cluster, .watch, .next, .simulate, .version: true
+        case .exec, .run, .list, .show, .history, .why, .reload, .mode, .stats, .cluster, .watch, .next, .simulate, .version: true
         case .cancel, .pause, .resume: true  // with --tag
         case .add, .ping, .help: false
         }
@@ -249,6 +259,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .watch: "Print each event as the JSON line timerd sends."
         case .next: "Print {\"times\":[…],\"timezone\":…}, as timerd's NEXT replies."
         case .history: "Print the runs as the JSON array timerd sends."
+        case .why: "Print the fires as the JSON array timerd sends."
         case .simulate: "Print one JSON object per decision: at, job, event, scheduled, run, reason, result."
         default: Flag.json.help
         }
@@ -295,6 +306,12 @@ package enum CLIVerb: String, CaseIterable, Sendable {
                 Flag(
                     name: "limit", key: "limit", kind: .value(placeholder: "N"),
                     help: "Show the newest N runs (default \(Flag.defaultHistoryLines), at most \(Limits.maximumHistoryLimit))."),
+            ]
+        case .why:
+            return [
+                Flag(
+                    name: "last", key: "limit", kind: .value(placeholder: "N"),
+                    help: "Show the last N due fires (default 10, at most \(Limits.fireRecordsKept))."),
             ]
         case .next:
             return [

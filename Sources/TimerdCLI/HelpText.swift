@@ -16,7 +16,7 @@ package enum HelpText {
         lines += ["", "Options:"]
         lines += table([
             (Flag.socket.synopsis, "Talk to timerd on PATH (default: see Socket below)."),
-            (Flag.json.synopsis, "Print replies as JSON (exec, run, list, show, history, reload, mode, stats, cluster, watch, next, simulate, version, pause/resume/cancel --tag)."),
+            (Flag.json.synopsis, "Print replies as JSON (exec, run, list, show, history, why, reload, mode, stats, cluster, watch, next, simulate, version, pause/resume/cancel --tag)."),
             ("-h, --help", "Show help; 'timerctl help VERB' shows a verb's options."),
         ])
         lines += [

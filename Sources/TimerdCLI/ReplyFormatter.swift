@@ -30,7 +30,7 @@ package enum ReplyFormatter {
     /// The protocol version timerctl speaks.
     package static let protocolVersion = 1
 
-    /// `localZone` gives the zone `history` prints its times in (asked for only by `history`).
+    /// `localZone` gives the zone `history` and `why` print their times in (asked for only by them).
     package static func render(
         _ reply: Reply, for command: Command, now: WallTime, localZone: () -> ZoneRules = { SystemTimeZones.systemZone() }
     ) -> Rendered {
@@ -68,6 +68,8 @@ package enum ReplyFormatter {
         case .show: text = (try? Payload.decode(JobInfo.self, from: payload)).map { JobInfoText.detail($0, now: now) }
         case .history:
             text = (try? Payload.decode([RunRecord].self, from: payload)).map { HistoryText.table($0, now: now, zone: localZone()) }
+        case .why:
+            text = (try? Payload.decode([DueFire].self, from: payload)).map { WhyText.table($0, now: now, zone: localZone()) }
         case .reload: text = (try? Payload.decode(ReloadReply.self, from: payload)).map { reloadSummary($0) + "\n" }
         case .version: text = (try? Payload.decode(VersionReply.self, from: payload)).map { "timerd \($0.version) (protocol \($0.protocol))\n" }
         case .mode: text = (try? Payload.decode(ModeInfo.self, from: payload)).map { modeText($0, now: now) }

@@ -42,6 +42,7 @@ struct ControlHandler: Sendable {
         (.stats, "STATS"),
         (.watch, "WATCH [NAME | tag=TAG]"),
         (.history, "HISTORY NAME [limit=N]"),
+        (.why, "WHY NAME [limit=N]"),
         (.cluster, "CLUSTER"),
         (.next, "NEXT (cron=EXPR | calendar=SPEC | every=DUR) [count=N] [timezone=TZ] [from=TIME] [dst_gap=…] [dst_repeat=…]"),
     ]
@@ -80,6 +81,39 @@ struct ControlHandler: Sendable {
         } catch {
             throw TimerdError(.internal, "cannot read the history: \(error.message)")
         }
+    }
+
+    /// `WHY` without `limit=`: the last 10 due fires.
+    static let defaultWhyLimit = 10
+
+    /// A job's newest due fires from the state store, newest first (read off the registry's queue).
+    private func dueFires(_ name: JobName, limit: Int, withReasons: Bool) throws(TimerdError) -> [DueFire] {
+        guard let store = registry.store else { return [] }
+        do {
+            return try store.dueFires(job: name.rawValue, limit: limit).map { fire in
+                DueFire(
+                    scheduled: RFC3339.format(fire.scheduled), outcome: fire.outcome, run: fire.run, lateness_ms: fire.latenessMs,
+                    result: fire.result, reason: withReasons ? fire.reason : nil)
+            }
+        } catch {
+            throw TimerdError(.internal, "cannot read the fire records: \(error.message)")
+        }
+    }
+
+    /// The request's `limit=N` (its only option), 1 to `maximum`.
+    private func limitOption(_ request: Request, default value: Int, maximum: Int, verb: String) throws(TimerdError) -> Int {
+        var limit = value
+        for option in request.options {
+            guard option.key == "limit" else {
+                throw TimerdError(.badArgument, "\(verb) takes only limit=N, not \(option.key)=", key: option.key)
+            }
+            guard option.value.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let number = Int(option.value),
+                  (1...maximum).contains(number) else {
+                throw TimerdError(.badArgument, "limit: expected a whole number from 1 to \(maximum), got \"\(option.value)\"", key: "limit")
+            }
+            limit = number
+        }
+        return limit
     }
 
     private func watchFilter(_ request: Request, client: Client) async throws(TimerdError) -> WatchFilter {
@@ -213,19 +247,14 @@ struct ControlHandler: Sendable {
             throw TimerdError(.internal, "WATCH must go through handleWatching")
         case .history:
             let names = try expect(request, names: 1...1, options: true)
-            var limit = 20
-            for option in request.options {
-                guard option.key == "limit" else {
-                    throw TimerdError(.badArgument, "HISTORY takes only limit=N, not \(option.key)=", key: option.key)
-                }
-                guard option.value.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let value = Int(option.value),
-                      (1...Limits.maximumHistoryLimit).contains(value) else {
-                    throw TimerdError(.badArgument, "limit: expected a whole number from 1 to \(Limits.maximumHistoryLimit), got \"\(option.value)\"", key: "limit")
-                }
-                limit = value
-            }
+            let limit = try limitOption(request, default: 20, maximum: Limits.maximumHistoryLimit, verb: "HISTORY")
             let info = try await registry.show(names[0], viewer: client)  // no-such-job for an unknown name
             return .ok(Payload.encode(try history(names[0], limit: limit, withOutput: !info.redacted)))
+        case .why:
+            let names = try expect(request, names: 1...1, options: true)
+            let limit = try limitOption(request, default: Self.defaultWhyLimit, maximum: Limits.fireRecordsKept, verb: "WHY")
+            let info = try await registry.show(names[0], viewer: client)  // no-such-job for an unknown name
+            return .ok(Payload.encode(try dueFires(names[0], limit: limit, withReasons: !info.redacted)))
         case .next:
             try expect(request, names: 0...0, options: true)
             let query = try NextFireQuery(options: request.options.map { KeyValue($0.key, $0.value) })

@@ -34,8 +34,11 @@ extension Registry {
                 endedAt: outcome.finishedWall, result: outcome.result.rawValue, exitCode: outcome.exitCode,
                 httpStatus: outcome.httpStatus, latenessMs: record.lateness.map { Double($0.nanoseconds) / 1_000_000 },
                 output: outcome.output, node: record.node), keep: keep)
-        case .fireRecord:
-            return
+        case .fireRecord(let record, let keep):
+            stored = .recordDueFire(StoredFire(
+                job: record.job.rawValue, sequence: record.sequence, scheduled: record.scheduled, outcome: record.outcome.rawValue,
+                run: record.run, latenessMs: record.lateness.map { Double($0.nanoseconds) / 1_000_000 }, result: record.result?.rawValue,
+                reason: record.reason), keep: keep)
         }
         let log = self.log
         store.apply([stored]) { result in
@@ -63,6 +66,9 @@ extension Registry {
         var state = RestoredState()
         for (name, time) in configFires {
             if let name = try? JobName(name) { state.configFires[name] = time }
+        }
+        for (name, sequence) in (try? store?.dueFireSequences()) ?? [:] {
+            if let name = try? JobName(name) { state.fireSequences[name] = sequence }
         }
         for name in engine.jobs.keys { lastRun(name).map { state.lastRuns[name] = $0 } }
         for item in stored {

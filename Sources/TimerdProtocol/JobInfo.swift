@@ -383,6 +383,29 @@ public struct NextTimes: Codable, Equatable, Sendable {
     }
 }
 
+/// One due fire and what became of it (`WHY`): `ran` (with its run, how late it started, and its
+/// result once the run ended), or `skipped`, `missed`, `held`, `queued`, `waiting` with the reason.
+/// Absent values are left out.
+public struct DueFire: Codable, Equatable, Sendable {
+    public var scheduled: String
+    public var outcome: String
+    public var run: Int?
+    public var lateness_ms: Double?
+    public var result: String?
+    /// Why it did not run (or waits); left out for another user's job.
+    public var reason: String?
+
+    public init(scheduled: String, outcome: String, run: Int? = nil, lateness_ms: Double? = nil, result: String? = nil,
+                reason: String? = nil) {
+        self.scheduled = scheduled
+        self.outcome = outcome
+        self.run = run
+        self.lateness_ms = lateness_ms
+        self.result = result
+        self.reason = reason
+    }
+}
+
 /// One finished run from the state store (`HISTORY`, and `recent_runs` in `SHOW`). Every key is present.
 public struct RunRecord: Codable, Equatable, Sendable {
     public var run: Int

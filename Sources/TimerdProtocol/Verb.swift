@@ -40,6 +40,8 @@ public enum Verb: String, Sendable, Hashable, CaseIterable {
     case history = "HISTORY"
     /// Cluster mode: the members, the leader, this node's role and etcd's health (`docs/cluster.md`).
     case cluster = "CLUSTER"
+    /// A job's last due fires and what became of each (`WHY NAME [limit=N]`).
+    case why = "WHY"
 
     /// Looks a verb up by its spelling, ignoring ASCII case only (`ping`, `Ping` and `PING` are the same;
     /// non-ASCII look-alikes such as a dotless `ı` never match). Returns nil for an unknown verb.

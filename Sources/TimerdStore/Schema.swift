@@ -61,6 +61,23 @@ enum Schema {
             "ALTER TABLE runs ADD COLUMN node TEXT",
             "ALTER TABLE jobs ADD COLUMN shared INTEGER NOT NULL DEFAULT 0 CHECK (shared IN (0, 1))",
         ]),
+        // `timerctl why`: each job's newest due fires and what became of each (ran, skipped, missed, held,
+        // queued, waiting), numbered per job; a record is rewritten as its fire moves on (queued → ran).
+        Migration(version: 4, statements: [
+            """
+            CREATE TABLE fires (
+                job         TEXT NOT NULL,
+                seq         INTEGER NOT NULL,
+                scheduled   INTEGER NOT NULL,
+                outcome     TEXT NOT NULL,
+                run         INTEGER,
+                lateness_ms REAL,
+                result      TEXT,
+                reason      TEXT,
+                PRIMARY KEY (job, seq)
+            ) WITHOUT ROWID
+            """,
+        ]),
     ]
 
     static var currentVersion: Int { migrations.last?.version ?? 0 }

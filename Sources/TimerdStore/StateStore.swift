@@ -175,6 +175,32 @@ public final class StateStore: Sendable {
         }
     }
 
+    /// The job's newest `limit` due fires, newest first (`timerctl why`).
+    public func dueFires(job: String, limit: Int) throws(StoreError) -> [StoredFire] {
+        guard limit > 0 else { return [] }
+        return try onQueue { (database: Database) throws(StoreError) in
+            try database.query(
+                """
+                SELECT job, seq, scheduled, outcome, run, lateness_ms, result, reason
+                FROM fires WHERE job = ?1 ORDER BY seq DESC LIMIT ?2
+                """, [.text(job), .integer(Int64(limit))]
+            ) { row in
+                StoredFire(
+                    job: row.text(0), sequence: UInt64(row.int(1)), scheduled: row.time(2), outcome: row.text(3),
+                    run: row.optionalInt(4), latenessMs: row.optionalDouble(5), result: row.optionalText(6),
+                    reason: row.optionalText(7))
+            }
+        }
+    }
+
+    /// Each job's newest fire record number, so records made after a restart follow the old ones.
+    public func dueFireSequences() throws(StoreError) -> [String: UInt64] {
+        let pairs = try onQueue { (database: Database) throws(StoreError) in
+            try database.query("SELECT job, max(seq) FROM fires GROUP BY job") { row in (row.text(0), UInt64(row.int(1))) }
+        }
+        return Dictionary(pairs, uniquingKeysWith: { _, last in last })
+    }
+
     /// `PRAGMA integrity_check`: "ok", or the problems found, one a line.
     public func integrityCheck() throws(StoreError) -> String {
         try onQueue { (database: Database) throws(StoreError) in
@@ -333,6 +359,7 @@ private final class Connection: @unchecked Sendable {
                 ])
         case .deleteJob(let name):
             try database.execute("DELETE FROM runs WHERE job = ?1", [.text(name)])
+            try database.execute("DELETE FROM fires WHERE job = ?1", [.text(name)])
             try database.execute("DELETE FROM jobs WHERE name = ?1", [.text(name)])
         case .setPaused(let name, let paused):
             try database.execute("UPDATE jobs SET paused = ?2 WHERE name = ?1", [.text(name), .integer(paused ? 1 : 0)])
@@ -364,6 +391,22 @@ private final class Connection: @unchecked Sendable {
                 INSERT INTO config_job_fires (name, last_scheduled) VALUES (?1, ?2)
                 ON CONFLICT (name) DO UPDATE SET last_scheduled = excluded.last_scheduled
                 """, [.text(name), SQLValue(lastScheduled)])
+        case .recordDueFire(let fire, let keep):
+            try database.execute(
+                """
+                INSERT OR REPLACE INTO fires (job, seq, scheduled, outcome, run, lateness_ms, result, reason)
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                """,
+                [
+                    .text(fire.job), .integer(Int64(fire.sequence)), SQLValue(fire.scheduled), .text(fire.outcome),
+                    SQLValue(fire.run), SQLValue(fire.latenessMs), fire.result.map { .text($0) } ?? .null,
+                    fire.reason.map { .text($0) } ?? .null,
+                ])
+            try database.execute(
+                """
+                DELETE FROM fires WHERE job = ?1
+                    AND seq <= (SELECT seq FROM fires WHERE job = ?1 ORDER BY seq DESC LIMIT 1 OFFSET ?2)
+                """, [.text(fire.job), .integer(Int64(max(keep, 0)))])
         }
     }
 }

@@ -70,6 +70,32 @@ public struct StoredRun: Equatable, Sendable {
     }
 }
 
+/// One due fire and what became of it (`timerctl why`).
+public struct StoredFire: Equatable, Sendable {
+    public var job: String
+    /// Numbers the job's fires; with `job`, the record's identity while it is rewritten.
+    public var sequence: UInt64
+    public var scheduled: WallTime
+    /// `ran`, `skipped`, `missed`, `held`, `queued` or `waiting`.
+    public var outcome: String
+    public var run: Int?
+    public var latenessMs: Double?
+    public var result: String?
+    public var reason: String?
+
+    public init(job: String, sequence: UInt64, scheduled: WallTime, outcome: String, run: Int? = nil, latenessMs: Double? = nil,
+                result: String? = nil, reason: String? = nil) {
+        self.job = job
+        self.sequence = sequence
+        self.scheduled = scheduled
+        self.outcome = outcome
+        self.run = run
+        self.latenessMs = latenessMs
+        self.result = result
+        self.reason = reason
+    }
+}
+
 /// One write to the store. Changes naming a job that is not stored (`setPaused`, `recordFire`) do nothing.
 public enum StoreChange: Sendable, Equatable {
     /// Inserts the job or replaces the stored one of that name (its runs are kept).
@@ -83,6 +109,9 @@ public enum StoreChange: Sendable, Equatable {
     case recordRun(StoredRun, keep: Int)
     /// Config jobs: only their last scheduled time, in a table of its own keyed by name.
     case recordConfigJobFire(String, lastScheduled: WallTime)
+    /// Inserts or replaces the fire record (same job and sequence), then prunes that job's records to the
+    /// newest `keep`.
+    case recordDueFire(StoredFire, keep: Int)
 }
 
 /// Why the store could not do what was asked (the SQLite message and code included).

@@ -19,6 +19,7 @@ struct HelpTextTests {
               list      List the jobs with their state, next fire and last run.
               show      Show one job in detail, with its last run and output.
               history   Show a job's finished runs, newest first: when, how long, with what result.
+              why       Show a job's last due fires, newest first, and what became of each: ran, or why not.
               reload    Re-read the config files and apply the changes.
               mode      Show or switch the daemon's mode (jobs not in it hold their fires).
               stats     Show the daemon's counters: jobs, runs, lateness percentiles, requests, memory, uptime.
@@ -32,7 +33,7 @@ struct HelpTextTests {
 
             Options:
               --socket PATH  Talk to timerd on PATH (default: see Socket below).
-              --json         Print replies as JSON (exec, run, list, show, history, reload, mode, stats, cluster, watch, next, simulate, version, pause/resume/cancel --tag).
+              --json         Print replies as JSON (exec, run, list, show, history, why, reload, mode, stats, cluster, watch, next, simulate, version, pause/resume/cancel --tag).
               -h, --help     Show help; 'timerctl help VERB' shows a verb's options.
 
             Socket: --socket, else $TIMERD_SOCKET, else /run/timerd/timerd.sock for root; for other users

@@ -179,3 +179,30 @@ struct HistoryCLITests {
         #expect(result.stdout.contains("recent runs:\n  #14  5m ago  1.234s  failed (exit code 3)\n"))
     }
 }
+
+/// `timerctl why`: the flag maps onto `limit=`, and the table reads one fire per line.
+@Suite("timerctl why")
+struct WhyCLITests {
+    @Test func lastIsTheLimit() throws {
+        #expect(try request(["why", "backup", "--last", "3"]) == Request(verb: .why, positionals: ["backup"], options: [Option(key: "limit", value: "3")]))
+        #expect(try request(["why", "backup"]) == Request(verb: .why, positionals: ["backup"]))
+        #expect(usageError(["why"])?.message == "missing job name")
+    }
+
+    @Test func aTableNewestFirst() {
+        let reply = #"[{"outcome":"ran","run":12,"lateness_ms":2.5,"scheduled":"2026-11-29T16:00:00.000000Z"},"#
+            + #"{"outcome":"skipped","reason":"run 11 is still going (overlap=skip)","scheduled":"2026-11-29T15:00:00.000000Z"},"#
+            + #"{"outcome":"ran","run":11,"lateness_ms":0.4,"result":"failed","scheduled":"2026-11-28T15:00:00.000000Z"}]"#
+        let result = runCLI(["why", "backup"], reply: .success(.ok(reply)))
+        #expect(result.status == 0)
+        #expect(result.stdout == """
+            SCHEDULED            OUTCOME  RUN  LATE  DETAIL
+            16:00:00             ran      12   3ms   running
+            15:00:00             skipped  -    -     run 11 is still going (overlap=skip)
+            2026-11-28 15:00:00  ran      11   <1ms  failed
+
+            """)
+        let json = runCLI(["why", "backup", "--json"], reply: .success(.ok(reply)))
+        #expect(json.stdout == reply + "\n")
+    }
+}

@@ -20,7 +20,7 @@ struct RequestTests {
     func verbList() {
         #expect(Verb.allCases.map(\.rawValue) == [
             "PING", "VERSION", "HELP", "ADD", "EXEC", "CANCEL", "PAUSE", "RESUME", "RUN", "LIST", "SHOW", "RELOAD", "MODE", "STATS", "WATCH", "NEXT", "HISTORY",
-            "CLUSTER",
+            "CLUSTER", "WHY",
         ])
     }
 

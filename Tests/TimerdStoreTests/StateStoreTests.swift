@@ -160,6 +160,31 @@ import TimerdCore
         #expect(try store.history(job: "a", limit: 100) == [])
     }
 
+    @Test func dueFiresAreRewrittenByNumberPrunedAndDeletedWithTheirJob() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let (store, _) = try StateStore.open(directory: dir.path)
+        defer { store.close() }
+        func fire(_ job: String, _ sequence: UInt64, _ outcome: String, result: String? = nil) -> StoredFire {
+            StoredFire(job: job, sequence: sequence, scheduled: t0 + .seconds(Int64(sequence)), outcome: outcome,
+                       run: outcome == "ran" ? Int(sequence) : nil, latenessMs: outcome == "ran" ? 1.5 : nil, result: result,
+                       reason: outcome == "ran" ? nil : "run 1 is still going (overlap=skip)")
+        }
+        for sequence in 1...6 as ClosedRange<UInt64> {
+            try store.applyAndWait([.recordDueFire(fire("a", sequence, sequence % 2 == 0 ? "skipped" : "queued"), keep: 4)])
+        }
+        // A queued fire that ran later replaces its record (same job and number).
+        try store.applyAndWait([.recordDueFire(fire("a", 5, "ran", result: "ok"), keep: 4), .recordDueFire(fire("b", 9, "missed"), keep: 4)])
+        let fires = try store.dueFires(job: "a", limit: 10)
+        #expect(fires.map(\.sequence) == [6, 5, 4, 3])
+        #expect(fires[1] == fire("a", 5, "ran", result: "ok"))
+        #expect(try store.dueFires(job: "a", limit: 2).map(\.sequence) == [6, 5])
+        #expect(try store.dueFireSequences() == ["a": 6, "b": 9])
+        try store.applyAndWait([.deleteJob("a")])
+        #expect(try store.dueFires(job: "a", limit: 10) == [])
+        #expect(try store.dueFireSequences() == ["b": 9])
+    }
+
     @Test func deleteJobRemovesItsRunsOnly() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
