@@ -40,7 +40,10 @@ let package = Package(
         // The running service: registry, timers, control server, command runner.
         .target(
             name: "TimerdDaemon",
-            dependencies: ["TimerdCore", "TimerdEngine", "TimerdHost", "TimerdProtocol", "TimerdConfig", "TimerdSystem", "TimerdStore", "CSystemd", "TimerdHTTP", "TimerdCluster"]
+            dependencies: ["TimerdCore", "TimerdEngine", "TimerdHost", "TimerdProtocol", "TimerdConfig", "TimerdSystem", "TimerdStore", "CSystemd", "TimerdHTTP", "TimerdCluster"],
+            // A nonisolated async function runs on its caller's actor (each component's own serial
+            // queue), never on the global concurrent executor (docs/architecture.md, Concurrency).
+            swiftSettings: [.enableUpcomingFeature("NonisolatedNonsendingByDefault")]
         ),
         // timerctl: verbs, flags, output, exit codes.
         .target(name: "TimerdCLI", dependencies: ["TimerdCore", "TimerdEngine", "TimerdHost", "TimerdConfig", "TimerdProtocol", "TimerdSystem"]),

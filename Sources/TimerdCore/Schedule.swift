@@ -57,32 +57,3 @@ public enum Schedule: Equatable, Sendable {
         }
     }
 }
-
-/// The fire instants of a repeating schedule on the monotonic clock: `first + k·interval`.
-///
-/// Keeping the grid (instead of "last fire + interval") keeps a job's phase: a late fire does not push
-/// every later one back, and a resumed job stays on its original beat.
-public struct FireGrid: Equatable, Sendable {
-    /// Monotonic nanoseconds of fire number 0.
-    public var first: UInt64
-    public var interval: UInt64
-
-    public init(first: UInt64, interval: Duration) {
-        self.first = first
-        self.interval = UInt64(max(1, interval.nanoseconds))
-    }
-
-    public func instant(_ index: UInt64) -> UInt64 { first &+ index &* interval }
-
-    /// The index of the first grid point strictly after `time` (0 if `time` is before the first one).
-    public func index(after time: UInt64) -> UInt64 {
-        guard time >= first else { return 0 }
-        return (time - first) / interval + 1
-    }
-
-    /// The index of the last grid point at or before `time`, or nil when `time` is before the first one.
-    public func index(atOrBefore time: UInt64) -> UInt64? {
-        guard time >= first else { return nil }
-        return (time - first) / interval
-    }
-}

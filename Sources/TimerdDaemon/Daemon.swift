@@ -8,9 +8,14 @@ import TimerdProtocol
 import TimerdStore
 import TimerdSystem
 
-/// The running service: wires the registry, the command launcher and the control server together, and
-/// owns start-up, reload and shutdown.
-public final class Daemon: Sendable {
+/// The running service and its supervisor: wires the registry, the launchers, the cluster session and the
+/// control server together, starts them in order, reloads, and stops them in reverse in bounded phases.
+///
+/// An actor on a serial queue of its own, like every long-lived part of timerd: signals and `RELOAD`
+/// reach it as work on that queue, and nothing it does runs on the global concurrent executor.
+public actor Daemon {
+    nonisolated let executor = QueueExecutor(label: "timerd.supervisor")
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
     private let log: Logger
     private let sink: QueuedLogSink
     private let registry: Registry
@@ -21,7 +26,9 @@ public final class Daemon: Sendable {
     private let server: Locked<ControlServer?> = Locked(nil)
     /// Cluster mode's etcd session (`docs/cluster.md`); nil on a single host.
     private let cluster: Locked<ClusterNode?> = Locked(nil)
-    private let stopping = Atomic<Bool>(false)
+    private var stopping = false
+    /// Rewrites the metrics file (nil without `metrics_file`).
+    private var metricsTimer: (any DispatchSourceTimer)?
     /// Every part of the daemon reads the time from this one clock.
     private let clock: any Clock
     /// The same clock when it is the test clock (failpoint `test-clock`), so SIGUSR2 can set it.
@@ -104,7 +111,7 @@ public final class Daemon: Sendable {
         if let recovered = opened.recovered { daemon.log.error(recovered) }
         daemon.raiseOpenFileLimit()
         daemon.log.info("state in \(stateDirectory)/state.db")
-        Task { await daemon.start(socket: socket, configuration: configuration) }
+        daemon.submit { await $0.start(socket: socket, configuration: configuration) }
         while true {
             do {
                 daemon.received(try Signals.waitForAny(handled))
@@ -116,10 +123,10 @@ public final class Daemon: Sendable {
     }
 
     /// Handles a signal taken by the main thread (never blocks it).
-    private func received(_ signal: Signal) {
+    private nonisolated func received(_ signal: Signal) {
         switch signal {
         case .hup:
-            Task { _ = try? await self.reload(trigger: "SIGHUP") }
+            submit { _ = try? await $0.reload(trigger: "SIGHUP") }
         case .usr1:
             registry.wedgeForTesting()
         case .usr2:
@@ -127,8 +134,18 @@ public final class Daemon: Sendable {
             Self.readTestClock(into: testClock)
             registry.enqueue { $0.wallClockChanged(reason: "test clock set") }
         default:
-            Task { await self.stop(signal: signal) }
+            submit { await $0.stop(signal: signal) }
         }
+    }
+
+    /// Runs `operation` on the supervisor's own queue.
+    nonisolated func submit(_ operation: @escaping @Sendable (isolated Daemon) async -> Void) {
+        executor.queue.async { self.assumeIsolated { $0.spawn(operation) } }
+    }
+
+    private func spawn(_ operation: @escaping @Sendable (isolated Daemon) async -> Void) {
+        // Isolated to this actor: the task starts and resumes on the supervisor's queue.
+        Task { await operation(self) }
     }
 
     private init(configPath: String, explicit: Bool, configuration: Configuration, store: StateStore, clock: any Clock,
@@ -154,7 +171,7 @@ public final class Daemon: Sendable {
 
     /// Lets timerd hold as many clients and job pipes as the hard limit allows: under systemd's default soft
     /// limit of 1,024 descriptors it would stop accepting clients at about a thousand.
-    private func raiseOpenFileLimit() {
+    private nonisolated func raiseOpenFileLimit() {
         do {
             let limit = try CurrentProcess.raiseOpenFileLimit()
             if limit.from < limit.to {
@@ -240,7 +257,7 @@ public final class Daemon: Sendable {
         let server: ControlServer
         do {
             let registry = self.registry
-            let closed: @Sendable (Int) -> Void = { id in Task { await registry.connectionClosed(id) } }
+            let closed: @Sendable (Int) -> Void = { id in registry.enqueue { $0.connectionClosed(id) } }
             if let passed = try SocketActivation.listener() {
                 server = ControlServer(adopting: passed, handler: handler, access: access, log: log, onConnectionClosed: closed)
             } else {
@@ -274,30 +291,37 @@ public final class Daemon: Sendable {
         }
     }
 
-    /// Rewrites `path` with the Prometheus metrics every `interval`, atomically, off the registry's queue
-    /// (the registry only builds the text; the file is written from a task of its own).
+    /// Rewrites `path` with the Prometheus metrics every `interval`, atomically, off the registry's queue:
+    /// a timer on a queue of its own asks the registry for the text, and the file is written back there.
     private func startMetrics(path: String, every interval: Duration) {
         log.info("metrics: writing \(path) every \(DurationText.format(interval))")
         let registry = self.registry
         let log = self.log
-        Task.detached {
-            var failing = false
-            while true {
-                let text = await registry.metricsText()
-                do {
-                    try FileSystem.writeAtomically(path, text)
-                    if failing { log.notice("metrics: writing \(path) works again") }
-                    failing = false
-                } catch {
-                    if !failing { log.warning("metrics: cannot write \(path): \(error)") }
-                    failing = true
+        let queue = DispatchQueue(label: "timerd.metrics")
+        let failing = Locked(false)
+        let timer = DispatchSource.makeTimerSource(queue: queue)
+        let nanoseconds = Int(interval.nanoseconds)
+        timer.schedule(deadline: .now(), repeating: .nanoseconds(nanoseconds), leeway: .nanoseconds(nanoseconds / 10))
+        timer.setEventHandler {
+            registry.enqueue { registry in
+                let text = registry.metricsText()
+                queue.async {
+                    do {
+                        try FileSystem.writeAtomically(path, text)
+                        if failing.withLock({ $0 }) { log.notice("metrics: writing \(path) works again") }
+                        failing.withLock { $0 = false }
+                    } catch {
+                        if !failing.withLock({ $0 }) { log.warning("metrics: cannot write \(path): \(error)") }
+                        failing.withLock { $0 = true }
+                    }
                 }
-                try? await Task.sleep(for: interval)
             }
         }
+        timer.activate()
+        metricsTimer = timer
     }
 
-    private func fail(_ message: String) -> Never {
+    private nonisolated func fail(_ message: String) -> Never {
         log.error(message)
         sink.flush()
         CurrentProcess.exit(1)
@@ -363,12 +387,17 @@ public final class Daemon: Sendable {
 
     // MARK: - Stop
 
+    /// Stops in the reverse order of start, each phase bounded so a wedged part cannot keep timerd from
+    /// exiting: stop accepting clients (and the metrics timer), leave the cluster (the lease is revoked,
+    /// so another node leads at once), let the runs finish within `stop_grace` (then SIGKILL), close the
+    /// connections, flush the log. A second signal while stopping kills the runs at once.
     private func stop(signal: Signal) async {
-        guard !stopping.exchange(true, ordering: .relaxed) else {
+        guard !stopping else {
             log.notice("\(signal) again while stopping: killing the remaining runs now")
             await registry.killAllRuns(reason: "timerd was told to stop twice")
             return
         }
+        stopping = true
         log.notice("\(signal) received: stopping")
         let grace = settings.withLock { $0.stopGrace }
         let counts = await registry.counts()
@@ -377,14 +406,60 @@ public final class Daemon: Sendable {
             // Room for the grace period plus the SIGKILL that may follow it, whatever TimeoutStopSec= says.
             Notifier.extendTimeout(by: grace + .seconds(5))
         }
+        metricsTimer?.cancel()
         let server = self.server.withLock { $0 }
-        await server?.stopAccepting()
-        // Leave the cluster first: the lease is revoked, so another node leads at once.
-        cluster.withLock { $0 }?.stop()
-        await registry.shutdown(grace: grace)
-        await server?.closeAll()
+        let registry = self.registry
+        await phase("stop accepting clients", within: .seconds(2)) { await server?.stopAccepting() }
+        if let cluster = cluster.withLock({ $0 }) {
+            await phase("leave the cluster", within: .seconds(5)) { cluster.stop() }
+        }
+        // The registry kills what is left when the grace runs out; a run that still does not end (a
+        // process stuck in the kernel) does not hold the exit up for more than a few seconds more.
+        await phase("let the runs finish", within: grace + .seconds(5)) { await registry.shutdown(grace: grace) }
+        await phase("close the connections", within: .seconds(2)) { await server?.closeAll() }
         log.notice("stopped")
         sink.flush()
         CurrentProcess.exit(0)
+    }
+
+    /// Runs one phase of the stop; after `limit` the stop goes on without it (logged).
+    private func phase(_ name: String, within limit: Duration, _ body: @escaping @Sendable () async -> Void) async {
+        let gate = PhaseGate()
+        // Started here, isolated to this actor: the phase's work begins on the supervisor's queue.
+        Task {
+            await body()
+            gate.open()
+        }
+        let log = self.log
+        executor.queue.asyncAfter(deadline: .now() + .nanoseconds(Int(limit.nanoseconds))) {
+            if gate.open() { log.warning("stopping: \(name) did not finish within \(DurationText.format(limit)); going on") }
+        }
+        await withCheckedContinuation { gate.wait($0) }
+    }
+}
+
+/// Ends the wait of one stop phase once, by whichever comes first: the phase's end or its time limit.
+private final class PhaseGate: Sendable {
+    private let state = Mutex<(open: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+
+    /// Opens the gate; true for the call that opened it.
+    @discardableResult
+    func open() -> Bool {
+        let (first, waiter) = state.withLock { state -> (Bool, CheckedContinuation<Void, Never>?) in
+            guard !state.open else { return (false, nil) }
+            state.open = true
+            defer { state.waiter = nil }
+            return (true, state.waiter)
+        }
+        waiter?.resume()
+        return first
+    }
+
+    func wait(_ continuation: CheckedContinuation<Void, Never>) {
+        let isOpen = state.withLock { state -> Bool in
+            if !state.open { state.waiter = continuation }
+            return state.open
+        }
+        if isOpen { continuation.resume() }
     }
 }

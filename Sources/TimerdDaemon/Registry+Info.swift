@@ -1,3 +1,4 @@
+import Dispatch
 import TimerdCore
 import TimerdEngine
 import TimerdSystem
@@ -27,9 +28,14 @@ extension Registry {
     /// Jobs described per turn on the registry's queue by `list`.
     static let listSlice = 256
 
+    /// Sorts on a queue of its own, so timers keep firing on the registry's while it sorts.
     private nonisolated static func sortedOffQueue(_ names: [JobName]) async -> [JobName] {
-        names.sorted()
+        await withCheckedContinuation { continuation in
+            sortQueue.async { continuation.resume(returning: names.sorted()) }
+        }
     }
+
+    private static let sortQueue = DispatchQueue(label: "timerd.list-sort")
 
     func show(_ name: JobName, viewer: Client = .daemon) throws(TimerdError) -> JobInfo {
         info(try lookup(name), viewer: viewer)
