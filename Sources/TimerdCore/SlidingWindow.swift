@@ -13,7 +13,7 @@ public struct SlidingWindow: Sendable {
 
     public let span: Duration
     public let capacity: Int
-    private var times: [UInt64] = []
+    private var times: [MonoInstant] = []
     private var values: [Int64] = []
     private var next = 0
 
@@ -23,8 +23,8 @@ public struct SlidingWindow: Sendable {
         self.capacity = capacity
     }
 
-    /// Records `value` taken at monotonic time `time` (nanoseconds).
-    public mutating func record(_ value: Int64, at time: UInt64) {
+    /// Records `value` taken at `time`.
+    public mutating func record(_ value: Int64, at time: MonoInstant) {
         if values.count < capacity {
             times.append(time)
             values.append(value)
@@ -36,8 +36,8 @@ public struct SlidingWindow: Sendable {
     }
 
     /// Percentiles (nearest rank) of the samples taken within `span` before `now`.
-    public func summary(now: UInt64) -> Summary {
-        let horizon = now >= UInt64(span.nanoseconds) ? now - UInt64(span.nanoseconds) : 0
+    public func summary(now: MonoInstant) -> Summary {
+        let horizon = now - span
         var recent: [Int64] = []
         recent.reserveCapacity(values.count)
         for index in values.indices where times[index] >= horizon { recent.append(values[index]) }

@@ -122,7 +122,7 @@ extension Registry {
         case .started(let pid):
             if let asked = runStarts.removeValue(forKey: key) {
                 let now = clock.monotonicNow
-                execLatency.record((now - asked).nanoseconds, at: now.nanosecondsSinceBoot)
+                execLatency.record((now - asked).nanoseconds, at: now)
             }
             deliver(.runStarted(name, jobID: jobID, run: runID, pid: pid))
         case .finished(let outcome):
@@ -178,7 +178,7 @@ extension Registry {
         case .fired(let name, let scheduled, let late, let byTimer):
             if byTimer {
                 let now = clock.monotonicNow
-                lateness.record(late.nanoseconds, at: now.nanosecondsSinceBoot)
+                lateness.record(late.nanoseconds, at: now)
                 latenessHistogram.record(seconds: Double(late.nanoseconds) / 1e9)
             }
             emit("fired", job: name, scheduledAt: scheduled, latenessNs: late.nanoseconds)

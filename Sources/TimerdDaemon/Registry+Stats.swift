@@ -25,8 +25,8 @@ extension Registry {
         let now = clock.monotonicNow
         return DaemonStats(
             jobs: jobCounts, runs: runCounts, running: engine.runningTotal, pending: pending, skipped: engine.skippedTotal,
-            lateness_ms: Self.percentiles(lateness.summary(now: now.nanosecondsSinceBoot)),
-            exec_ms: Self.percentiles(execLatency.summary(now: now.nanosecondsSinceBoot)),
+            lateness_ms: Self.percentiles(lateness.summary(now: now)),
+            exec_ms: Self.percentiles(execLatency.summary(now: now)),
             requests: requests, rss_bytes: (try? CurrentProcess.residentSetBytes()) ?? 0,
             uptime_seconds: Double((now - startedMono).nanoseconds) / 1e9, mode: engine.currentMode, version: version)
     }
