@@ -336,7 +336,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
                 Flag(
                     name: "from", key: "from", kind: .value(placeholder: "TIME"),
                     help: "Start at an RFC 3339 time (default: now), as if timerd started then."),
-                Flag(name: "until", key: "until", kind: .value(placeholder: "TIME"), help: "End at an RFC 3339 time."),
+                Flag(name: "until", key: "until", kind: .value(placeholder: "TIME"), help: "End at an RFC 3339 time, or +DUR after --from (e.g. +30d)."),
                 Flag(
                     name: "run-duration", key: "run_duration", kind: .value(placeholder: "JOB=DUR"),
                     help: "JOB's runs take DUR (default 0s; repeatable)."),

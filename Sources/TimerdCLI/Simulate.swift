@@ -77,16 +77,27 @@ enum SimulateCommand {
         }
         var path = ""
         var from = RFC3339.truncatedToMicroseconds(now)
-        var until: WallTime?
+        var untilText: String?
         for option in options {
             switch option.key {
             case "config": path = option.value
             case "from": from = try time(option.value, "from")
-            case "until": until = try time(option.value, "until")
+            case "until": untilText = option.value
             default: break
             }
         }
-        guard let until else { throw TimerdError(.missingArgument, "--until is required") }
+        guard let untilText else { throw TimerdError(.missingArgument, "--until is required") }
+        // `--until +30d`: a span after --from.
+        let until: WallTime
+        if untilText.hasPrefix("+") {
+            do {
+                until = from + (try DurationText.parse(String(untilText.dropFirst())))
+            } catch {
+                throw TimerdError(.badArgument, "--until: \(error.message)")
+            }
+        } else {
+            until = try time(untilText, "until")
+        }
         guard until > from else {
             throw TimerdError(.badArgument, "--until \(RFC3339.format(until)) is not after --from \(RFC3339.format(from))")
         }

@@ -114,6 +114,17 @@ struct SimulateCLITests {
         #expect(typo.stderr.contains("t.conf:2:"), "\(typo.stderr)")
     }
 
+    @Test func untilMayBeASpanAfterFrom() throws {
+        let config = "[job \"a\"]\nevery = 1h\ncommand = true\n"
+        let span = try simulate(config, ["--from", "2026-01-05T00:00:00Z", "--until", "+3h"])
+        let time = try simulate(config, ["--from", "2026-01-05T00:00:00Z", "--until", "2026-01-05T03:00:00Z"])
+        #expect(span.status == ExitStatus.success)
+        #expect(span.stdout == time.stdout)
+        #expect(span.stdout.split(separator: "\n").count == 9)
+        let bad = try simulate(config, ["--until", "+soon"])
+        #expect(bad.status == ExitStatus.daemonError && bad.stderr.hasPrefix("timerctl: --until: "))
+    }
+
     @Test func theCommandLineNeedsAConfigAndAnEnd() {
         #expect(usageError(["simulate", "--until", "2026-12-06T00:00:00Z"])?.message == "missing --config")
         #expect(usageError(["simulate", "--config", "x.conf"])?.message == "missing --until")
