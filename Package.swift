@@ -26,7 +26,7 @@ let package = Package(
         // SQLite, for the durable state store.
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         // Durable state: runtime jobs, fire bookkeeping and run history in <state dir>/state.db.
-        .target(name: "TimerdStore", dependencies: ["TimerdCore", "TimerdSystem", "CSQLite"]),
+        .target(name: "TimerdStore", dependencies: ["TimerdCore", "TimerdProtocol", "TimerdSystem", "CSQLite"]),
         // libcurl (headers from Debian's libcurl4-openssl-dev), loaded with dlopen on first use; typed
         // wrappers for its variadic calls. Only TimerdHTTP imports it.
         .target(name: "CTimerdCurl"),
