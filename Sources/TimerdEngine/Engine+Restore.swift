@@ -86,7 +86,13 @@ extension Engine {
                 let offset = (time - anchor).nanoseconds
                 return offset < 0 ? -1 : offset / period
             }
-            let firstUnfired = job.lastScheduledWall.map { index(atOrBefore: $0) + 1 } ?? 0
+            // The last fire is a grid time converted between the clocks, which can land a hair before
+            // the grid point it was: the nearest grid point is the one that fired.
+            func index(nearest time: WallTime) -> Int64 {
+                let offset = (time - anchor).nanoseconds
+                return offset < -period / 2 ? -1 : (offset + period / 2) / period
+            }
+            let firstUnfired = job.lastScheduledWall.map { index(nearest: $0) + 1 } ?? 0
             let lastDue = index(atOrBefore: wallNow)
             if lastDue >= firstUnfired {
                 var k = max(firstUnfired, lastDue - Int64(Limits.maximumReplays) + 1)

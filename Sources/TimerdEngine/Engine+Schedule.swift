@@ -136,6 +136,8 @@ extension Engine {
             scheduledWall = wall
         }
 
+        /// A grid job's fire as the grid has it (no jitter): what a restart counts missed fires from.
+        var nominal: WallTime?
         if let grid = job.grid {
             // If the daemon was stopped or starved past more than one fire, run once for the latest one
             // and say how many were missed, instead of firing a burst.
@@ -146,7 +148,9 @@ extension Engine {
                            reason: "missed: the daemon could not fire on time (it was stopped or starved)")
                 scheduled = grid.instant(latest)
             }
-            job.nextIndex = max(job.nextIndex, latest) + 1
+            let fired = max(job.nextIndex, latest)
+            nominal = now.wall(of: grid.instant(fired))
+            job.nextIndex = fired + 1
             job.nextMono = grid.instant(job.nextIndex) + jitter(for: job)
         } else if job.civil != nil {
             if job.nextMono != nil {
@@ -172,7 +176,7 @@ extension Engine {
         let late = now.mono - scheduled
         let wall = scheduledWall ?? now.wall(of: scheduled)
         // The nominal time (no jitter) is what a restart counts missed fires from.
-        job.lastScheduledWall = job.civil != nil ? (job.civilBase ?? wall) : wall
+        job.lastScheduledWall = job.civil != nil ? (job.civilBase ?? wall) : (nominal ?? wall)
         decide(.fired(name, scheduled: wall, lateness: late, byTimer: true))
         if late > job.spec.misfireGrace, job.spec.misfire == .skip {
             let sequence = newFireRecord(job, scheduled: wall)

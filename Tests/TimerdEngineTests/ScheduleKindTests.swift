@@ -115,6 +115,31 @@ import TimerdCore
         #expect(driver.starts.map(\.job) == [T.name("web")])
     }
 
+    @Test func aLastFireStoredAHairBeforeItsGridPointIsNotMissedAgain() {
+        // The last fire was the 00:02:00 grid point, stored 1 µs early (converted between the clocks);
+        // restarted at 00:02:00.5 nothing fell due since.
+        let spec = T.spec("g", ["every": "1m", "misfire": "all"])
+        var state = RestoredState()
+        state.jobs = [RestoredJob(
+            stored: StoredJobState(name: spec.name, options: spec.options, paused: false, runs: 2, addedAt: T.time("2026-01-05T00:00:00Z"),
+                                   lastScheduled: T.time("2026-01-05T00:01:59.999999Z"), anchor: T.time("2026-01-05T00:01:00Z"),
+                                   ownerUID: 0, shared: false),
+            spec: spec, civil: nil)]
+        var driver = Driver(at: "2026-01-05T00:02:00.5Z")
+        driver.handle(.restore(state))
+        #expect(driver.starts.isEmpty)
+        #expect(driver.engine.job(spec.name)?.skipped == 0)
+        #expect(driver.armed.map(\.1) == [.mono(driver.clock.monotonicNow + .milliseconds(59_500))])
+    }
+
+    @Test func aGridJobStoresItsFireWithoutJitter() {
+        var driver = Driver(at: "2026-01-05T00:00:00Z")
+        _ = driver.add("j", ["every": "1m", "jitter": "20s"])
+        driver.reach("j", after: .seconds(80))
+        let job = driver.engine.job(T.name("j"))!
+        #expect(job.lastScheduledWall == T.time("2026-01-05T00:01:00Z"))
+    }
+
     @Test func aPausedJobMissesItsFiresAcrossARestartAndStaysPaused() {
         let spec = T.spec("p", ["every": "1m", "misfire": "all"])
         var state = RestoredState()
