@@ -4,7 +4,8 @@ import TimerdCore
 import TimerdProtocol
 @testable import TimerdDaemon
 
-/// Each verb's grammar errors, as the daemon answers them over the protocol.
+/// Each verb's grammar errors, as the daemon answers them over the protocol: the typed command's decoder
+/// (`ControlCommand`, TimerdProtocol) gives them, and the daemon passes them on.
 @Suite struct GrammarTests {
     let handler: ControlHandler
 
@@ -118,6 +119,22 @@ import TimerdProtocol
     @Test func eachVerbsGrammarErrorsAreTheDaemonsOwn() async {
         for (line, reply) in Self.errors {
             #expect(await handler.handle(.line(Array(line.utf8)), connection: 1).encode() == reply, "\(line)")
+        }
+    }
+
+    /// The daemon's answer to a line with a grammar error is the decoder's error, word for word: it
+    /// checks nothing of its own before decoding (timerctl gets the same error from the decoder).
+    @Test func theDaemonAnswersTheDecodersErrors() async throws {
+        for (line, _) in Self.errors {
+            let decoded: Reply
+            do {
+                _ = try ControlCommand(Request.parse(line))
+                Issue.record("\(line) decodes")
+                continue
+            } catch {
+                decoded = Reply(error)
+            }
+            #expect(await handler.handle(.line(Array(line.utf8)), connection: 1) == decoded, "\(line)")
         }
     }
 }
