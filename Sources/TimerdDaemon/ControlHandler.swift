@@ -25,29 +25,6 @@ struct ControlHandler: Sendable {
     static let version = "0.1.0"
     static let protocolVersion = 1
 
-    /// One line per verb: its syntax, for `HELP` and `docs/protocol.md`.
-    static let usage: [(Verb, String)] = [
-        (.ping, "PING"),
-        (.version, "VERSION"),
-        (.help, "HELP"),
-        (.add, "ADD NAME (every=DUR [start=DUR] | in=DUR | at=TIME) (command=STRING | -- PROGRAM ARG…) [key=value…]"),
-        (.exec, "EXEC [start=DUR] [interval=DUR] [repeats=yes|no] [async=yes|no] (command=STRING | -- PROGRAM ARG…) [key=value…]"),
-        (.cancel, "CANCEL (NAME… | tag=TAG)"),
-        (.pause, "PAUSE (NAME… | tag=TAG)"),
-        (.resume, "RESUME (NAME… | tag=TAG) [now | after=DUR]"),
-        (.run, "RUN NAME"),
-        (.list, "LIST [tag=TAG]"),
-        (.show, "SHOW NAME"),
-        (.reload, "RELOAD"),
-        (.mode, "MODE [NAME]"),
-        (.stats, "STATS"),
-        (.watch, "WATCH [NAME | tag=TAG]"),
-        (.history, "HISTORY NAME [limit=N]"),
-        (.why, "WHY NAME [limit=N]"),
-        (.cluster, "CLUSTER"),
-        (.next, "NEXT (cron=EXPR | calendar=SPEC | every=DUR) [count=N] [timezone=TZ] [from=TIME] [dst_gap=…] [dst_repeat=…]"),
-    ]
-
     /// Handles one line from control connection `connection` (the owner of `owner=connection` jobs).
     func handle(_ framed: FramedLine, connection: Int, client: Client = .daemon) async -> Reply {
         await handleWatching(framed, connection: connection, client: client).reply
@@ -137,7 +114,7 @@ struct ControlHandler: Sendable {
         case .version:
             return .ok(Payload.encode(VersionInfo(version: Self.version, protocol: Self.protocolVersion)))
         case .help:
-            return .ok(Payload.encode(Self.usage.map { $0.1 }))
+            return .ok(Payload.encode(ControlCommand.usage.map { $0.1 }))
         case .add(let name, let options, let argv):
             let spec = try JobSpec(name: name, options: options.map { KeyValue($0.key, $0.value) }, argv: argv)
             try mayAdd(spec, client: client)

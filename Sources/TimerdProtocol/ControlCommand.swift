@@ -82,6 +82,29 @@ public enum ControlCommand: Sendable, Hashable {
         case tag(String)
     }
 
+    /// One line per verb: its syntax, as `HELP` lists them (and `docs/protocol.md`).
+    public static let usage: [(Verb, String)] = [
+        (.ping, "PING"),
+        (.version, "VERSION"),
+        (.help, "HELP"),
+        (.add, "ADD NAME (every=DUR [start=DUR] | in=DUR | at=TIME) (command=STRING | -- PROGRAM ARG…) [key=value…]"),
+        (.exec, "EXEC [start=DUR] [interval=DUR] [repeats=yes|no] [async=yes|no] (command=STRING | -- PROGRAM ARG…) [key=value…]"),
+        (.cancel, "CANCEL (NAME… | tag=TAG)"),
+        (.pause, "PAUSE (NAME… | tag=TAG)"),
+        (.resume, "RESUME (NAME… | tag=TAG) [now | after=DUR]"),
+        (.run, "RUN NAME"),
+        (.list, "LIST [tag=TAG]"),
+        (.show, "SHOW NAME"),
+        (.reload, "RELOAD"),
+        (.mode, "MODE [NAME]"),
+        (.stats, "STATS"),
+        (.watch, "WATCH [NAME | tag=TAG]"),
+        (.history, "HISTORY NAME [limit=N]"),
+        (.why, "WHY NAME [limit=N]"),
+        (.cluster, "CLUSTER"),
+        (.next, "NEXT (cron=EXPR | calendar=SPEC | every=DUR) [count=N] [timezone=TZ] [from=TIME] [dst_gap=…] [dst_repeat=…]"),
+    ]
+
     /// `HISTORY` without `limit=`: the last 20 runs.
     public static let defaultHistoryLimit = 20
     /// `WHY` without `limit=`: the last 10 due fires.

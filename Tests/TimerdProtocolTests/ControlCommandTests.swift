@@ -35,6 +35,11 @@ struct ControlCommandTests {
         #expect(Set(Self.commands.map(\.verb)) == Set(Verb.allCases))
     }
 
+    @Test func everyVerbHasOneUsageLineStartingWithIt() {
+        #expect(ControlCommand.usage.map(\.0).sorted { $0.rawValue < $1.rawValue } == Verb.allCases.sorted { $0.rawValue < $1.rawValue })
+        for (verb, line) in ControlCommand.usage { #expect(line.hasPrefix(verb.rawValue), "\(line)") }
+    }
+
     @Test("round trip: the command's request decodes to the command, also through its line", arguments: commands)
     func roundTrip(command: ControlCommand) throws {
         #expect(try ControlCommand(command.request) == command)
