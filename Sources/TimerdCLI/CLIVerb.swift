@@ -305,13 +305,13 @@ package enum CLIVerb: String, CaseIterable, Sendable {
             return [
                 Flag(
                     name: "limit", key: "limit", kind: .value(placeholder: "N"),
-                    help: "Show the newest N runs (default \(Flag.defaultHistoryLines), at most \(Limits.maximumHistoryLimit))."),
+                    help: "Show the newest N runs (default \(ControlCommand.defaultHistoryLimit), at most \(Limits.maximumHistoryLimit))."),
             ]
         case .why:
             return [
                 Flag(
                     name: "last", key: "limit", kind: .value(placeholder: "N"),
-                    help: "Show the last N due fires (default 10, at most \(Limits.fireRecordsKept))."),
+                    help: "Show the last N due fires (default \(ControlCommand.defaultWhyLimit), at most \(Limits.fireRecordsKept))."),
             ]
         case .next:
             return [

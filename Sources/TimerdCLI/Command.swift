@@ -1,3 +1,4 @@
+import TimerdCore
 import TimerdProtocol
 
 /// What one `timerctl` invocation asks for: the result of parsing its arguments, before any I/O.
@@ -6,8 +7,11 @@ package struct Command: Equatable, Sendable {
     package enum Action: Equatable, Sendable {
         /// Print help (for one verb, or the global help for nil) on stdout and exit 0.
         case help(CLIVerb?)
-        /// Send this request to timerd and print its reply.
-        case send(Request)
+        /// Send this command's request to timerd and print its reply.
+        case send(ControlCommand)
+        /// A command timerd would refuse with this error (a bad job name, tag, `--limit` or `--after`, found
+        /// by the decoder timerd uses): print it as timerd's `ERR` would be printed (status 1), send nothing.
+        case refuse(TimerdError)
         /// `next`: compute the fire times of these `NEXT` options locally (no daemon) and print them.
         case next([Option])
         /// `simulate`: run a config through the engine in virtual time (no daemon) and print its decisions.
@@ -38,7 +42,7 @@ package struct Command: Equatable, Sendable {
 
     /// The request to send, or nil when timerctl answers by itself.
     package var request: Request? {
-        if case .send(let request) = action { return request }
+        if case .send(let command) = action { return command.request }
         return nil
     }
 
@@ -69,7 +73,8 @@ package struct UsageError: Error, Equatable, Sendable {
 package enum ExitStatus {
     /// The request succeeded (or help was printed).
     package static let success: Int32 = 0
-    /// timerd answered `ERR`; also `next` refusing a value it checks locally (same message shape).
+    /// timerd answered `ERR`; also a value timerd's decoder refuses, found before sending, and `next`
+    /// refusing a value it checks locally (same message shape).
     package static let daemonError: Int32 = 1
     /// The command line is wrong.
     package static let usage: Int32 = 2

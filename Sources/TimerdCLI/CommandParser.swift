@@ -7,7 +7,9 @@ import TimerdProtocol
 /// `--flag VALUE` or `--flag=VALUE`. For `add` and `exec` the words after `--` are the program to run,
 /// passed verbatim; for the other verbs `--` only ends the flags (so a job may be named `-x`).
 /// Checks the shape of the command line (known verb and flags, number of names, `--tag` instead of
-/// names, `--owner` or `--owner-pid`); the daemon checks the values.
+/// names, `--owner` or `--owner-pid`), then builds the ``ControlCommand`` with timerd's own decoder,
+/// which checks what timerd checks first (job and tag names, `--limit`, `--after` with `--now`); timerd
+/// checks the rest (a job's options, who may do what).
 package enum CommandParser {
     /// - Throws: ``UsageError`` for an unknown verb or flag, a flag without its value, or the wrong
     ///   number of names.
@@ -135,17 +137,20 @@ package enum CommandParser {
             }
             return Command(verb: .help, action: .help(topicVerb == .help ? nil : topicVerb), output: globals.output, socket: globals.socket)
         }
-        if verb == .resume {
-            if !words.isEmpty, options.contains(where: { $0.key == "after" }) {
-                throw UsageError("give either --now or --after, not both", verb: verb)
-            }
-            // The daemon reads a trailing `now` after a name as the mode: keep a job named "now" off the end.
-            if words.isEmpty, names.count >= 2, names.last == "now" {
-                names.insert(names.removeLast(), at: 0)
-            }
+        if verb == .resume, !words.isEmpty, options.contains(where: { $0.key == "after" }) {
+            throw UsageError("give either --now or --after, not both", verb: verb)
         }
-        let request = Request(verb: wireVerb, positionals: names + words, options: options, argv: argv)
-        return Command(verb: verb, action: .send(request), output: globals.output, socket: globals.socket)
+        // The names are only names here (`--now` is a flag), so RESUME's are decoded with the mode apart.
+        let request = Request(verb: wireVerb, positionals: names, options: options, argv: argv)
+        let action: Command.Action
+        do {
+            let command = verb == .resume
+                ? try ControlCommand(resuming: request, now: words.contains("now")) : try ControlCommand(request)
+            action = .send(command)
+        } catch {
+            action = .refuse(error)
+        }
+        return Command(verb: verb, action: action, output: globals.output, socket: globals.socket)
     }
 
     /// `next`: one schedule, each flag at most once; NextFireQuery checks the values when it runs.

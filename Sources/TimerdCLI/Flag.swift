@@ -10,7 +10,7 @@ package struct Flag: Sendable, Equatable {
         case prefixedValue(placeholder: String, prefix: String)
         /// `--name` → `key=value`; `--name=OTHER` → `key=OTHER` (booleans: `--repeats` → `repeats=yes`).
         case option(value: String)
-        /// `--name` → the bare word `word` after the names (`resume --now` → `RESUME a now`); takes no value.
+        /// `--name` → the word `word`, given apart from the names (`resume --now`: RESUME's mode `now`); takes no value.
         case word(String)
     }
 
@@ -120,9 +120,6 @@ package struct Flag: Sendable, Equatable {
     static func tag(_ help: String) -> Flag {
         Flag(name: "tag", key: "tag", kind: .value(placeholder: "TAG"), help: help)
     }
-
-    /// How many runs `history` shows without `--limit`: timerd's default for `HISTORY`'s `limit=`.
-    static let defaultHistoryLines = 20
 
     /// `--json`, accepted by every verb (shown in help only where it changes the output).
     static let json = Flag(name: "json", key: "", kind: .option(value: ""), help: "Print the reply as JSON.")

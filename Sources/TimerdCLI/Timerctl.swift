@@ -105,7 +105,12 @@ package enum Timerctl {
             return next(options, command: command, context: context)
         case .simulate(let options):
             return SimulateCommand.run(options, json: command.output == .json, context: context)
-        case .send(let request):
+        case .refuse(let error):
+            let rendered = ReplyFormatter.render(Reply(error), for: command, now: context.now())
+            context.stderr(rendered.stderr)
+            return rendered.status
+        case .send(let control):
+            let request = control.request
             if command.verb == .version, command.output == .text { context.stdout(ReplyFormatter.clientVersionLine) }
             let path = SocketPath.resolve(
                 flag: command.socket, environment: context.environment, userID: context.userID, socketExists: context.socketExists)

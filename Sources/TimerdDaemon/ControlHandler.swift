@@ -5,7 +5,8 @@ import TimerdProtocol
 import TimerdStore
 import TimerdSystem
 
-/// Turns one request line into one reply: parses, checks the words each verb takes, and calls the registry.
+/// Turns one request line into one reply: parses it, decodes it into a `ControlCommand` (which checks the
+/// words each verb takes), and carries the command out with the registry.
 ///
 /// Bad input of any kind becomes an `ERR` reply; nothing here can stop the daemon or a connection.
 struct ControlHandler: Sendable {
@@ -23,29 +24,6 @@ struct ControlHandler: Sendable {
 
     static let version = "0.1.0"
     static let protocolVersion = 1
-
-    /// One line per verb: its syntax, for `HELP` and `docs/protocol.md`.
-    static let usage: [(Verb, String)] = [
-        (.ping, "PING"),
-        (.version, "VERSION"),
-        (.help, "HELP"),
-        (.add, "ADD NAME (every=DUR [start=DUR] | in=DUR | at=TIME) (command=STRING | -- PROGRAM ARG…) [key=value…]"),
-        (.exec, "EXEC [start=DUR] [interval=DUR] [repeats=yes|no] [async=yes|no] (command=STRING | -- PROGRAM ARG…) [key=value…]"),
-        (.cancel, "CANCEL (NAME… | tag=TAG)"),
-        (.pause, "PAUSE (NAME… | tag=TAG)"),
-        (.resume, "RESUME (NAME… | tag=TAG) [now | after=DUR]"),
-        (.run, "RUN NAME"),
-        (.list, "LIST [tag=TAG]"),
-        (.show, "SHOW NAME"),
-        (.reload, "RELOAD"),
-        (.mode, "MODE [NAME]"),
-        (.stats, "STATS"),
-        (.watch, "WATCH [NAME | tag=TAG]"),
-        (.history, "HISTORY NAME [limit=N]"),
-        (.why, "WHY NAME [limit=N]"),
-        (.cluster, "CLUSTER"),
-        (.next, "NEXT (cron=EXPR | calendar=SPEC | every=DUR) [count=N] [timezone=TZ] [from=TIME] [dst_gap=…] [dst_repeat=…]"),
-    ]
 
     /// Handles one line from control connection `connection` (the owner of `owner=connection` jobs).
     func handle(_ framed: FramedLine, connection: Int, client: Client = .daemon) async -> Reply {
@@ -83,9 +61,6 @@ struct ControlHandler: Sendable {
         }
     }
 
-    /// `WHY` without `limit=`: the last 10 due fires.
-    static let defaultWhyLimit = 10
-
     /// A job's newest due fires from the state store, newest first (read off the registry's queue).
     private func dueFires(_ name: JobName, limit: Int, withReasons: Bool) throws(TimerdError) -> [DueFire] {
         guard let store = registry.store else { return [] }
@@ -100,28 +75,17 @@ struct ControlHandler: Sendable {
         }
     }
 
-    /// The request's `limit=N` (its only option), 1 to `maximum`.
-    private func limitOption(_ request: Request, default value: Int, maximum: Int, verb: String) throws(TimerdError) -> Int {
-        var limit = value
-        for option in request.options {
-            guard option.key == "limit" else {
-                throw TimerdError(.badArgument, "\(verb) takes only limit=N, not \(option.key)=", key: option.key)
-            }
-            guard option.value.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let number = Int(option.value),
-                  (1...maximum).contains(number) else {
-                throw TimerdError(.badArgument, "limit: expected a whole number from 1 to \(maximum), got \"\(option.value)\"", key: "limit")
-            }
-            limit = number
-        }
-        return limit
-    }
-
     private func watchFilter(_ request: Request, client: Client) async throws(TimerdError) -> WatchFilter {
-        if let tag = try tagOption(request) { return .tag(tag) }
-        let names = try expect(request, names: 0...1)
-        guard let name = names.first else { return .all }
-        _ = try await registry.show(name, viewer: client)  // no-such-job for an unknown name
-        return .job(name)
+        guard case .watch(let target) = try ControlCommand(request) else {
+            throw TimerdError(.internal, "a WATCH request decoded to another command")
+        }
+        switch target {
+        case .all: return .all
+        case .tag(let tag): return .tag(tag)
+        case .job(let name):
+            _ = try await registry.show(name, viewer: client)  // no-such-job for an unknown name
+            return .job(name)
+        }
     }
 
     private func handleOne(_ framed: FramedLine, connection: Int, client: Client) async -> Reply {
@@ -140,29 +104,27 @@ struct ControlHandler: Sendable {
     }
 
     func handle(_ request: Request, connection: Int, client: Client = .daemon) async throws(TimerdError) -> Reply {
-        switch request.verb {
+        try await handle(ControlCommand(request), connection: connection, client: client)
+    }
+
+    func handle(_ command: ControlCommand, connection: Int, client: Client = .daemon) async throws(TimerdError) -> Reply {
+        switch command {
         case .ping:
-            try expect(request, names: 0...0)
             return .ok(nil)
         case .version:
-            try expect(request, names: 0...0)
             return .ok(Payload.encode(VersionInfo(version: Self.version, protocol: Self.protocolVersion)))
         case .help:
-            try expect(request, names: 0...0)
-            return .ok(Payload.encode(Self.usage.map { $0.1 }))
-        case .add:
-            let names = try expect(request, names: 1...1, options: true, argv: true)
-            let spec = try JobSpec(name: names[0], options: request.options.map { KeyValue($0.key, $0.value) }, argv: request.argv)
+            return .ok(Payload.encode(ControlCommand.usage.map { $0.1 }))
+        case .add(let name, let options, let argv):
+            let spec = try JobSpec(name: name, options: options.map { KeyValue($0.key, $0.value) }, argv: argv)
             try mayAdd(spec, client: client)
             if try await addShared(spec, client: client) { return .ok(nil) }
             try await registry.add(spec, origin: .runtime, connection: connection, owner: client)
             try await registry.durable()
             return .ok(nil)
-        case .exec:
-            try expect(request, names: 0...0, options: true, argv: true)
+        case .exec(let options, let argv):
             // Validate first, so a rejected EXEC does not use up a generated name.
-            var spec = try ExecRequest.spec(
-                name: try JobName("exec"), options: request.options.map { KeyValue($0.key, $0.value) }, argv: request.argv)
+            var spec = try ExecRequest.spec(name: try JobName("exec"), options: options.map { KeyValue($0.key, $0.value) }, argv: argv)
             try mayAdd(spec, client: client)
             spec.name = await registry.generateName()
             if cluster != nil, await registry.sharesJob(spec, origin: .runtime) {
@@ -179,9 +141,8 @@ struct ControlHandler: Sendable {
             try await registry.add(spec, origin: .runtime, connection: connection, owner: client)
             try await registry.durable()
             return .ok(Payload.encode(["name": spec.name.rawValue]))
-        case .cancel:
-            let tag = try tagOption(request)
-            let names = try await tagged(tag, client) { () throws(TimerdError) in try expect(request, names: 1...Int.max) }
+        case .cancel(let selection):
+            let names = await jobs(selection, client)
             try await registry.cancel(names, by: client, checkOnly: true)
             let shared = await registry.sharedNames(names)
             if let cluster, !shared.isEmpty {
@@ -191,111 +152,86 @@ struct ControlHandler: Sendable {
             let local = names.filter { !shared.contains($0) }
             if !local.isEmpty { try await registry.cancel(local, by: client) }
             try await registry.durable()
-            return tag == nil ? .ok(nil) : .ok(Payload.encode(TagResult(jobs: names.map(\.rawValue))))
-        case .pause:
-            let tag = try tagOption(request)
-            let names = try await tagged(tag, client) { () throws(TimerdError) in try expect(request, names: 1...Int.max) }
+            return Self.reply(selection, names)
+        case .pause(let selection):
+            let names = await jobs(selection, client)
             try await registry.pause(names, by: client, checkOnly: true)
             let revision = try await writeShared(names, paused: true)
             try await registry.pause(names, by: client)
             if let revision { await registry.noteSharedRevision(names, revision: revision) }
             try await registry.durable()
-            return tag == nil ? .ok(nil) : .ok(Payload.encode(TagResult(jobs: names.map(\.rawValue))))
-        case .resume:
-            var words = request.positionals
-            var mode = ResumeMode.onSchedule
-            let tag = try tagOption(request, allowing: ["after"], positionals: ["now"])
-            // `RESUME a now`: a trailing `now` is the mode when a name (or a tag) precedes it.
-            if words.count >= (tag == nil ? 2 : 1), words.last == "now" {
-                words.removeLast()
-                mode = .now
+            return Self.reply(selection, names)
+        case .resume(let selection, let when):
+            let mode: ResumeMode = switch when {
+            case .onSchedule: .onSchedule
+            case .now: .now
+            case .after(let delay): .after(delay)
             }
-            for option in request.options where option.key != "tag" {
-                guard option.key == "after" else {
-                    throw TimerdError(.badArgument, "RESUME takes only tag=TAG and after=DUR, not \(option.key)=", key: option.key)
-                }
-                guard case .onSchedule = mode else {
-                    throw TimerdError(.badArgument, "give either now or after=DUR, not both", key: "after")
-                }
-                do {
-                    mode = .after(try DurationText.parse(option.value))
-                } catch {
-                    throw TimerdError(.badArgument, "after: \(error.message)", key: "after")
-                }
-            }
-            let names = try await tagged(tag, client) { () throws(TimerdError) in
-                try expect(Request(verb: .resume, positionals: words, argv: request.argv), names: 1...Int.max)
-            }
+            let names = await jobs(selection, client)
             try await registry.resume(names, mode: mode, by: client, checkOnly: true)
             let revision = try await writeShared(names, paused: false)
             try await registry.resume(names, mode: mode, by: client)
             if let revision { await registry.noteSharedRevision(names, revision: revision) }
             try await registry.durable()
-            return tag == nil ? .ok(nil) : .ok(Payload.encode(TagResult(jobs: names.map(\.rawValue))))
-        case .run:
-            let names = try expect(request, names: 1...1)
-            let status = try await registry.runNow(names[0], by: client)
+            return Self.reply(selection, names)
+        case .run(let name):
+            let status = try await registry.runNow(name, by: client)
             return .ok(Payload.encode(["status": status]))
-        case .list:
-            if let tag = try tagOption(request) {
+        case .list(let tag):
+            if let tag {
                 return .ok(Payload.encode(await registry.list(tag: tag, viewer: client)))
             }
-            try expect(request, names: 0...0)
             return .ok(Payload.encode(await registry.list(viewer: client)))
         case .watch:
             // Handled by `handleWatching` (it changes the connection); reaching here is a bug.
             throw TimerdError(.internal, "WATCH must go through handleWatching")
-        case .history:
-            let names = try expect(request, names: 1...1, options: true)
-            let limit = try limitOption(request, default: 20, maximum: Limits.maximumHistoryLimit, verb: "HISTORY")
-            let info = try await registry.show(names[0], viewer: client)  // no-such-job for an unknown name
-            return .ok(Payload.encode(try history(names[0], limit: limit, withOutput: !info.redacted)))
-        case .why:
-            let names = try expect(request, names: 1...1, options: true)
-            let limit = try limitOption(request, default: Self.defaultWhyLimit, maximum: Limits.fireRecordsKept, verb: "WHY")
-            let info = try await registry.show(names[0], viewer: client)  // no-such-job for an unknown name
-            return .ok(Payload.encode(try dueFires(names[0], limit: limit, withReasons: !info.redacted)))
-        case .next:
-            try expect(request, names: 0...0, options: true)
-            let query = try NextFireQuery(options: request.options.map { KeyValue($0.key, $0.value) })
+        case .history(let name, let limit):
+            let info = try await registry.show(name, viewer: client)  // no-such-job for an unknown name
+            let runs = try history(name, limit: limit ?? ControlCommand.defaultHistoryLimit, withOutput: !info.redacted)
+            return .ok(Payload.encode(runs))
+        case .why(let name, let limit):
+            let info = try await registry.show(name, viewer: client)  // no-such-job for an unknown name
+            return .ok(Payload.encode(try dueFires(name, limit: limit ?? ControlCommand.defaultWhyLimit, withReasons: !info.redacted)))
+        case .next(let options):
+            let query = try NextFireQuery(options: options.map { KeyValue($0.key, $0.value) })
             let zone = try query.timezone.map { name throws(TimerdError) in try SystemTimeZones.zone(named: name) }
                 ?? SystemTimeZones.systemZone()
             let times = try query.times(now: registry.clock.wallNow, zone: zone)
             return .ok(Payload.encode(NextTimes(timezone: zone.name, times: times.map { RFC3339.format($0, in: zone) })))
         case .stats:
-            try expect(request, names: 0...0)
             return .ok(Payload.encode(await registry.stats(requests: requests.value, version: Self.version)))
-        case .mode:
-            let words = try expect(request, names: 0...1)
-            guard let name = words.first else { return .ok(Payload.encode(await registry.modeInfo())) }
-            let mode = try Mode.validName(name.rawValue, key: "mode", what: "mode")
+        case .mode(let name):
+            guard let name else { return .ok(Payload.encode(await registry.modeInfo())) }
             try adminOnly(client, "switching the daemon's mode (MODE NAME)")
-            try await cluster?.setMode(mode)
-            return .ok(Payload.encode(await registry.switchMode(to: mode)))
-        case .show:
-            let names = try expect(request, names: 1...1)
-            var info = try await registry.show(names[0], viewer: client)
-            info.recent_runs = try history(names[0], limit: 3, withOutput: !info.redacted)
+            try await cluster?.setMode(name)
+            return .ok(Payload.encode(await registry.switchMode(to: name)))
+        case .show(let name):
+            var info = try await registry.show(name, viewer: client)
+            info.recent_runs = try history(name, limit: 3, withOutput: !info.redacted)
             return .ok(Payload.encode(info))
         case .cluster:
-            try expect(request, names: 0...0)
             guard let cluster else {
                 throw TimerdError(.badArgument, "timerd is not in cluster mode: its config has no [cluster] section (docs/cluster.md)")
             }
             return .ok(Payload.encode(await cluster.info(sharedJobs: await registry.sharedJobCount())))
         case .reload:
-            try expect(request, names: 0...0)
             try adminOnly(client, "RELOAD")
             return .ok(Payload.encode(try await reload()))
         }
     }
 
-    /// The jobs tagged `tag` that `client` may change; without a tag, the named ones.
-    private func tagged(
-        _ tag: String?, _ client: Client, orNamed named: () throws(TimerdError) -> [JobName]
-    ) async throws(TimerdError) -> [JobName] {
-        guard let tag else { return try named() }
-        return await registry.names(withTag: tag, changeableBy: client)
+    /// The reply to CANCEL, PAUSE or RESUME: `OK`, or with a tag the jobs it acted on.
+    private static func reply(_ selection: ControlCommand.Selection, _ names: [JobName]) -> Reply {
+        guard case .tag = selection else { return .ok(nil) }
+        return .ok(Payload.encode(TagResult(jobs: names.map(\.rawValue))))
+    }
+
+    /// The jobs a selection names, or those with its tag that `client` may change.
+    private func jobs(_ selection: ControlCommand.Selection, _ client: Client) async -> [JobName] {
+        switch selection {
+        case .names(let names): names
+        case .tag(let tag): await registry.names(withTag: tag, changeableBy: client)
+        }
     }
 
     /// Cluster mode: writes a shared job to etcd, then builds it here as every node does from etcd's
@@ -384,52 +320,6 @@ struct ControlHandler: Sendable {
 
     private func log(_ client: Client, _ message: String) {
         registry.log.warning("control: \(client.label): \(message)")
-    }
-
-    /// The `tag=T` of a request that acts on a tag instead of names (nil when it names jobs). With a tag,
-    /// no names may be given; other options must be in `allowing`, other words in `positionals`.
-    private func tagOption(
-        _ request: Request, allowing: Set<String> = [], positionals: Set<String> = []
-    ) throws(TimerdError) -> String? {
-        let tags = request.values("tag")
-        guard !tags.isEmpty else { return nil }
-        let verb = request.verb.rawValue
-        guard tags.count == 1 else { throw TimerdError(.badArgument, "\(verb) takes one tag=", key: "tag") }
-        if let word = request.positionals.first(where: { !positionals.contains($0) }) {
-            throw TimerdError(.badArgument, "\(verb) takes job names or tag=, not both (got \"\(word)\")", key: "tag")
-        }
-        if let option = request.options.first(where: { $0.key != "tag" && !allowing.contains($0.key) }) {
-            throw TimerdError(.badArgument, "\(verb) does not take \(option.key)=", key: option.key)
-        }
-        if request.argv != nil { throw TimerdError(.badArgument, "\(verb) takes no program after --") }
-        return try Mode.validName(tags[0], key: "tag", what: "tag")
-    }
-
-    /// Checks the shape of a request and returns its positionals as job names.
-    @discardableResult
-    private func expect(
-        _ request: Request, names: ClosedRange<Int>, options: Bool = false, argv: Bool = false
-    ) throws(TimerdError) -> [JobName] {
-        let verb = request.verb.rawValue
-        if !options, let option = request.options.first {
-            throw TimerdError(.badArgument, "\(verb) takes no options, got \(option.key)=", key: option.key)
-        }
-        if !argv, request.argv != nil {
-            throw TimerdError(.badArgument, "\(verb) takes no program after --")
-        }
-        let count = request.positionals.count
-        if count < names.lowerBound {
-            throw TimerdError(.missingArgument, names.lowerBound == 1 && names.upperBound == 1
-                ? "\(verb) needs a job name" : "\(verb) needs at least one job name")
-        }
-        if count > names.upperBound {
-            let extra = request.positionals[names.upperBound]
-            throw TimerdError(.badArgument, names.upperBound == 0
-                ? "\(verb) takes no arguments, got \"\(extra)\"" : "\(verb) takes one job name; unexpected \"\(extra)\"")
-        }
-        var result: [JobName] = []
-        for word in request.positionals { result.append(try JobName(word)) }
-        return result
     }
 }
 

@@ -37,7 +37,7 @@ struct CommandParserTests {
 
     @Test func commandCarriesVerbOutputAndSocket() throws {
         let command = try CommandParser.parse(["--socket", "/tmp/s", "list", "--json"])
-        #expect(command == Command(verb: .list, action: .send(Request(verb: .list)), output: .json, socket: "/tmp/s"))
+        #expect(command == Command(verb: .list, action: .send(.list(tag: nil)), output: .json, socket: "/tmp/s"))
     }
 
     // MARK: Flag forms
@@ -130,14 +130,14 @@ struct CommandParserTests {
 
     @Test func historySendsOneNameAndTheLimit() throws {
         let command = try CommandParser.parse(["history", "backup", "--limit", "3", "--json", "--socket", "/s"])
-        #expect(command == Command(
-            verb: .history, action: .send(Request(verb: .history, positionals: ["backup"], options: [Option(key: "limit", value: "3")])),
-            output: .json, socket: "/s"))
+        #expect(command == Command(verb: .history, action: .send(.history(try JobName("backup"), limit: 3)), output: .json, socket: "/s"))
+        #expect(command.request == Request(verb: .history, positionals: ["backup"], options: [Option(key: "limit", value: "3")]))
         #expect(CLIVerb.history.wireVerb == .history)
         #expect(CLIVerb.history.names == .one)
         #expect(!CLIVerb.history.selectsByTag)
-        // timerd checks the value (1…10000): timerctl passes it on as given.
-        #expect(try request(["history", "a", "--limit", "0"]).value("limit") == "0")
+        // The value (1…10000) is checked by timerd's decoder, here too: timerd's error, nothing sent.
+        #expect(try CommandParser.parse(["history", "a", "--limit", "0"]).action
+            == .refuse(TimerdError(.badArgument, #"limit: expected a whole number from 1 to 10000, got "0""#)))
         #expect(try request(["history", "--", "-odd"]).encode() == "HISTORY -odd")
     }
 
@@ -206,6 +206,51 @@ struct CommandParserTests {
         #expect(try request(["resume", "a", "now"]).encode() == "RESUME now a")
         #expect(try request(["resume", "now"]).encode() == "RESUME now")
         #expect(try request(["resume", "a", "now", "--now"]).encode() == "RESUME a now now")
+    }
+
+    @Test func resumeGivesNowApartFromTheNames() throws {
+        let a = try JobName("a"), now = try JobName("now")
+        #expect(try CommandParser.parse(["resume", "a", "now"]).action == .send(.resume(.names([a, now]), .onSchedule)))
+        #expect(try CommandParser.parse(["resume", "a", "now", "--now"]).action == .send(.resume(.names([a, now]), .now)))
+        #expect(try CommandParser.parse(["resume", "--tag", "web", "--after", "90s"]).action == .send(.resume(.tag("web"), .after(.seconds(90)))))
+    }
+
+    @Test("what timerctl sends is a command timerd decodes back to itself", arguments: [
+        ["add", "x", "--every", "1s", "--", "prog", "a=b"], ["exec", "--start", "1s", "--command", "true"], ["cancel", "a", "b"],
+        ["pause", "--tag", "web"], ["resume", "now", "a"], ["resume", "a", "now", "--now"], ["resume", "now", "a", "--after", "1m"], ["run", "a"], ["list", "--tag", "t"],
+        ["show", "a"], ["history", "a", "--limit", "7"], ["why", "a", "--last", "3"], ["reload"], ["mode", "m"], ["stats"],
+        ["watch", "a"], ["watch", "--tag", "t"], ["watch"], ["cluster"], ["ping"], ["version"],
+    ])
+    func sentCommandsRoundTrip(arguments: [String]) throws {
+        guard case .send(let command) = try CommandParser.parse(arguments).action else {
+            Issue.record("\(arguments) sends nothing")
+            return
+        }
+        #expect(try ControlCommand(Request.parse(command.request.encode())) == command)
+    }
+
+    /// Values timerd's decoder refuses: timerctl refuses them with timerd's own error (the one timerd
+    /// gives for the same request line), exit status 1, and sends nothing.
+    @Test("timerd's grammar errors, found before sending", arguments: [
+        (["history", "a", "--limit", "0"], "HISTORY a limit=0"),
+        (["history", "a", "--limit=+5"], "HISTORY a limit=+5"),
+        (["why", "a", "--last", "51"], "WHY a limit=51"),
+        (["resume", "a", "--after", "soon"], "RESUME a after=soon"),
+        (["resume", "--tag", "web", "--after="], "RESUME tag=web after="),
+        (["show", "a b"], "SHOW 'a b'"),
+        (["cancel", "a", "b/c"], "CANCEL a b/c"),
+        (["mode", "a b"], "MODE 'a b'"),
+        (["watch", "--tag", "a b"], "WATCH tag='a b'"),
+        (["list", "--tag", ""], "LIST tag="),
+        (["add", "", "--every", "1s", "--command", "true"], "ADD '' every=1s command=true"),
+    ])
+    func refusedLikeTimerd(arguments: [String], line: String) throws {
+        let error = try #require(caughtTimerdError { () throws(TimerdError) in _ = try ControlCommand(Request.parse(line)) })
+        #expect(try CommandParser.parse(arguments).action == .refuse(error))
+        let result = runCLI(arguments)
+        #expect(result.status == ExitStatus.daemonError)
+        #expect(result.sent.isEmpty)
+        #expect(result.stderr == "timerctl: \(error.message) (\(error.code.rawValue))\n")
     }
 
     // MARK: Help
@@ -309,5 +354,15 @@ struct CommandParserTests {
         #expect(result.status == 2)
         #expect(result.stdout == "")
         #expect(result.stderr == "timerctl: error: missing verb\n\n" + HelpText.global())
+    }
+}
+
+/// The `TimerdError` `body` throws, or nil.
+private func caughtTimerdError(_ body: () throws(TimerdError) -> Void) -> TimerdError? {
+    do {
+        try body()
+        return nil
+    } catch {
+        return error
     }
 }

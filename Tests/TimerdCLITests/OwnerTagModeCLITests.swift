@@ -104,7 +104,7 @@ struct OwnerTagModeCLITests {
     // MARK: Parsing: mode
 
     @Test func modeTakesAtMostOneName() throws {
-        #expect(try CommandParser.parse(["mode", "--json"]) == Command(verb: .mode, action: .send(Request(verb: .mode)), output: .json))
+        #expect(try CommandParser.parse(["mode", "--json"]) == Command(verb: .mode, action: .send(.mode(nil)), output: .json))
         #expect(try request(["mode", "--", "-odd"]).encode() == "MODE -odd")
         #expect(usageError(["mode", "a", "b"])?.message == "unexpected argument 'b' (mode takes at most one mode name)")
         #expect(usageError(["mode", "--tag", "x"])?.message == "unknown option '--tag' for mode")
@@ -142,9 +142,14 @@ struct OwnerTagModeCLITests {
     }
 
     @Test func tagActionErrorsAreDaemonErrors() {
-        let result = runCLI(["cancel", "--tag", "a b"], reply: .success(.err(code: "bad-argument", message: "tag: invalid tag")))
+        let result = runCLI(["cancel", "--tag", "web"], reply: .success(.err(code: "cluster-unavailable", message: "etcd cannot be reached")))
         #expect(result.status == 1)
-        #expect(result.stderr == "timerctl: tag: invalid tag (bad-argument)\n")
+        #expect(result.stderr == "timerctl: etcd cannot be reached (cluster-unavailable)\n")
+        // An invalid tag: timerd's error from timerd's decoder, printed the same way, without asking timerd.
+        let invalid = runCLI(["cancel", "--tag", "a b"])
+        #expect(invalid.status == 1)
+        #expect(invalid.sent.isEmpty)
+        #expect(invalid.stderr == #"timerctl: tag: invalid tag "a b": 1 to 64 letters, digits, '_', '.' or '-' (bad-argument)"# + "\n")
     }
 
     @Test func tagActionWithAnUnexpectedPayloadPrintsItRaw() {

@@ -35,7 +35,7 @@ struct StatsCLITests {
         #expect(try request(["stats"]) == Request(verb: .stats))
         #expect(try request(["stats"]).encode() == "STATS")
         let command = try CommandParser.parse(["--socket", "/tmp/s", "stats", "--json"])
-        #expect(command == Command(verb: .stats, action: .send(Request(verb: .stats)), output: .json, socket: "/tmp/s"))
+        #expect(command == Command(verb: .stats, action: .send(.stats), output: .json, socket: "/tmp/s"))
         #expect(CLIVerb.stats.wireVerb == .stats)
     }
 
