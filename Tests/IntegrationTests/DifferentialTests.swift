@@ -44,7 +44,7 @@ import TimerdCore
 @Suite struct DifferentialTests {
     /// Jobs whose runs overlap the next fires, by each overlap policy, every 2 s across New Year.
     @Test func overlapPoliciesAgree() async throws {
-        let run = try DifferentialRun(
+        let run = try await DifferentialRun.drive(
             clockStart: "2026-12-31T23:59:56.050Z",
             config: """
                 [job "skipper"]
@@ -66,10 +66,12 @@ import TimerdCore
                 command = sleep 3
 
                 """,
-            runDurations: ["skipper=3s", "queuer=5s", "allower=3s"])
-        try await run.start(reference: nil)
-        // queuer's second run ends at the fire 10 s after the first one: compare before that.
-        try await run.finish(snapshotAfter: .seconds(9.2))
+            runDurations: ["skipper=3s", "queuer=5s", "allower=3s"]
+        ) { run in
+            try run.start(reference: nil)
+            // queuer's second run ends at the fire 10 s after the first one: compare before that.
+            try run.finish(snapshotAfter: .seconds(9.2))
+        }
         run.expectAgreement()
         run.expectDifference(when: "skipper runs alongside (overlap=allow)") {
             $0.replacingOccurrences(of: "overlap = skip", with: "overlap = allow")
@@ -83,7 +85,7 @@ import TimerdCore
     /// time that does not exist that day) runs at the change, and a calendar job in the lost hour does
     /// not run at all.
     @Test func aDSTChangeInBerlinAgrees() async throws {
-        let run = try DifferentialRun(
+        let run = try await DifferentialRun.drive(
             clockStart: "2026-03-29T00:59:54.050Z",
             config: """
                 [job "berlin"]
@@ -102,9 +104,11 @@ import TimerdCore
                 command = true
 
                 """,
-            runDurations: ["berlin=3s"])
-        try await run.start(reference: nil)
-        try await run.finish(snapshotAfter: .seconds(9.2))
+            runDurations: ["berlin=3s"]
+        ) { run in
+            try run.start(reference: nil)
+            try run.finish(snapshotAfter: .seconds(9.2))
+        }
         run.expectAgreement()
         run.expectDifference(when: "the cron job skips the lost local time (dst_gap=skip)") {
             $0.replacingOccurrences(of: "cron = 0 30 2 * * *\n", with: "cron = 0 30 2 * * *\ndst_gap = skip\n")
@@ -119,7 +123,7 @@ import TimerdCore
     /// Interval jobs: the daemon's grid starts when it loads them, so `--from` is the load instant as the
     /// first fire gives it. Overlap skip and queue on a 2 s grid, and a quick job every second.
     @Test func intervalJobsAgree() async throws {
-        let run = try DifferentialRun(
+        let run = try await DifferentialRun.drive(
             clockStart: "2026-07-01T12:00:00.000Z",
             config: """
                 [job "tick"]
@@ -136,10 +140,12 @@ import TimerdCore
                 command = sleep 5
 
                 """,
-            runDurations: ["slow=3s", "line=5s"])
-        try await run.start(reference: (job: "tick", every: .seconds(1)))
-        // line's second run ends at its fire 12 s after the load: compare before that.
-        try await run.finish(snapshotAfter: .seconds(11.1))
+            runDurations: ["slow=3s", "line=5s"]
+        ) { run in
+            try run.start(reference: (job: "tick", every: .seconds(1)))
+            // line's second run ends at its fire 12 s after the load: compare before that.
+            try run.finish(snapshotAfter: .seconds(11.1))
+        }
         run.expectAgreement()
         run.expectDifference(when: "line skips instead of queueing (overlap=skip)") {
             $0.replacingOccurrences(of: "overlap = queue", with: "overlap = skip")
@@ -150,7 +156,7 @@ import TimerdCore
     /// The wall clock is set 6 s forward (calendar jobs run once at once for the times jumped over, the
     /// rest counted missed), then 6 s back (times that come round again fire again).
     @Test func clockStepsAgree() async throws {
-        let run = try DifferentialRun(
+        let run = try await DifferentialRun.drive(
             clockStart: "2026-05-10T07:59:58.050Z",
             config: """
                 [job "even"]
@@ -164,12 +170,14 @@ import TimerdCore
                 command = true
 
                 """,
-            runDurations: ["even=3s"])
-        try await run.start(reference: nil)
-        // While even's second run is going: the fires jumped over are missed, the latest one skipped.
-        try await run.step(after: .seconds(5.3), by: .seconds(6))
-        try await run.step(after: .seconds(4.3), by: .seconds(-6))
-        try await run.finish(snapshotAfter: .seconds(4.3))
+            runDurations: ["even=3s"]
+        ) { run in
+            try run.start(reference: nil)
+            // While even's second run is going: the fires jumped over are missed, the latest one skipped.
+            try run.step(after: .seconds(5.3), by: .seconds(6))
+            try run.step(after: .seconds(4.3), by: .seconds(-6))
+            try run.finish(snapshotAfter: .seconds(4.3))
+        }
         run.expectAgreement()
         run.expectDifference(when: "even runs alongside (overlap=allow)") {
             $0.replacingOccurrences(of: "command = sleep 3", with: "overlap = allow\ncommand = sleep 3")
@@ -262,6 +270,23 @@ final class WatchRecorder: @unchecked Sendable {
     }
 }
 
+/// Runs `body` on a thread of its own and returns what it returns (see ``DifferentialRun``).
+func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
+    }
+}
+
+/// Blocks the calling thread until the host's clock plus `offset` reaches `time` (sleeps, then the last
+/// millisecond in steps of 100 µs).
+func sleep(until time: WallTime, offset: Duration) {
+    while true {
+        let remaining = (time - (hostNow() + offset)).nanoseconds
+        guard remaining > 0 else { return }
+        usleep(useconds_t(max(100, min(remaining / 1_000 - 1_000, 100_000))))
+    }
+}
+
 /// The host's wall clock (`CLOCK_REALTIME`), not the daemon's test clock.
 func hostNow() -> WallTime {
     var spec = timespec()
@@ -271,7 +296,12 @@ func hostNow() -> WallTime {
 
 /// A config through a live daemon on a test clock and through `timerctl simulate`; see
 /// ``DifferentialTests``.
-final class DifferentialRun {
+///
+/// Everything timed (starting the daemon, waiting for instants, clock steps, the snapshot) runs on a
+/// thread of its own (``drive(clockStart:config:runDurations:_:)``): under `make test` other tests block
+/// the few threads of the shared test pool, and a task waiting there was seen to resume 38 s late.
+/// Unchecked `Sendable`: that thread hands the run over once it is done with it.
+final class DifferentialRun: @unchecked Sendable {
     /// How far every clock step, the snapshot and the start of the compared event stream stay from any
     /// decision simulate makes: the daemon may be this late (timer lateness, process start, event
     /// delivery) before a comparison could go wrong. Milliseconds on an idle host; 400 ms leaves room for
@@ -298,12 +328,27 @@ final class DifferentialRun {
     private(set) var steps: [(at: WallTime, offset: Duration, wall: WallTime)] = []
     private(set) var until = WallTime(nanosecondsSinceEpoch: 0)
     private(set) var snapshotTook = Duration.zero
+    /// How long after each planned instant (steps, the snapshot) the test acted.
+    private(set) var actedLate: [Duration] = []
     private(set) var daemonRecords: [String: [DueFireRecord]] = [:]
     private(set) var daemonEvents: [WatchedEvent] = []
-    private(set) var simulated: [SimulatedDecision] = []
+    fileprivate(set) var simulated: [SimulatedDecision] = []
     private(set) var simulateText = ""
 
-    init(clockStart: String, config: String, runDurations: [String]) throws {
+    /// Starts the daemon and runs `body` (the timed part of a scenario) on a thread of its own; then
+    /// runs simulate over the span, and returns the run for the comparisons.
+    static func drive(clockStart: String, config: String, runDurations: [String],
+                      _ body: @escaping @Sendable (DifferentialRun) throws -> Void) async throws -> DifferentialRun {
+        let run = try await onOwnThread {
+            let run = try DifferentialRun(clockStart: clockStart, config: config, runDurations: runDurations)
+            try body(run)
+            return run
+        }
+        run.simulated = try run.simulate(until: run.until, text: true)
+        return run
+    }
+
+    private init(clockStart: String, config: String, runDurations: [String]) throws {
         clockDirectory = try makeTemporaryDirectory()
         clockFile = clockDirectory + "/clock"
         try clockStart.write(toFile: clockFile, atomically: true, encoding: .utf8)
@@ -334,19 +379,12 @@ final class DifferentialRun {
     /// The daemon's wall clock as it would read without steps: simulate's true time line.
     func trueNow() -> WallTime { hostNow() + offset }
 
-    /// Waits until the true time line reaches `time` (polling every 2 ms, without holding a thread:
-    /// the scenarios wait side by side).
-    func wait(until time: WallTime) async throws {
-        let seconds = Double((time - trueNow()).nanoseconds) / 1e9
-        try await poll(timeout: max(1, seconds + 10), "the daemon's clock to reach \(RFC3339.format(time))") { trueNow() >= time }
-    }
-
     /// Waits until `condition` holds, checking every 2 ms, for at most `timeout` seconds; throws then.
-    func poll(timeout: Double, _ what: String, _ condition: () throws -> Bool) async throws {
+    func poll(timeout: Double, _ what: String, _ condition: () throws -> Bool) throws {
         let deadline = hostNow() + .seconds(timeout)
         while try !condition() {
             guard hostNow() < deadline else { throw HarnessError("timed out after \(timeout)s waiting for \(what)") }
-            try await Task.sleep(for: .milliseconds(2))
+            usleep(2_000)
         }
     }
 
@@ -364,19 +402,21 @@ final class DifferentialRun {
     /// Confirms the watch with a marker job, measures the test clock's offset, and finds `--from`:
     /// `reference` names an `every=` job (and its interval) whose first fire gives the load instant; nil:
     /// the earliest fire of any (calendar) job, minus 1 ms.
-    func start(reference: (job: String, every: Duration)?) async throws {
-        #expect(try daemon.request("ADD differential-marker at=2099-01-01T00:00:00Z command=true") == "OK")
-        try await poll(timeout: 10, "the watch to see the marker") { events().contains { $0.event == "added" } }
-        let marker = try #require(events().first { $0.event == "added" })
+    func start(reference: (job: String, every: Duration)?) throws {
+        let added = try daemon.request("ADD differential-marker at=2099-01-01T00:00:00Z command=true")
+        guard added == "OK" else { throw HarnessError("ADD differential-marker: \(added)") }
+        try poll(timeout: 10, "the watch to see the marker") { events().contains { $0.event == "added" } }
+        guard let marker = events().first(where: { $0.event == "added" }) else { throw HarnessError("no added event") }
         watchedFrom = marker.at
         let referenceJob = reference?.job ?? jobs[0]
-        try await poll(timeout: 20, "\(referenceJob)'s first fire") { try !whyRecords(referenceJob).isEmpty }
+        try poll(timeout: 20, "\(referenceJob)'s first fire") { try !whyRecords(referenceJob).isEmpty }
         if let reference {
-            let first = try #require(try whyRecords(reference.job).first)
+            guard let first = try whyRecords(reference.job).first else { throw HarnessError("\(reference.job) has not fired") }
             from = first.scheduled + (.zero - reference.every)
         } else {
             let firsts = try jobs.compactMap { try whyRecords($0).first?.scheduled }
-            from = try #require(firsts.min()) + .milliseconds(-1)
+            guard let earliest = firsts.min() else { throw HarnessError("no job has fired") }
+            from = earliest + .milliseconds(-1)
         }
         measureOffset()
     }
@@ -390,7 +430,7 @@ final class DifferentialRun {
 
     /// Steps the daemon's wall clock by `by`, at the first quiet instant at least `after` past the
     /// previous step (or `--from`).
-    func step(after: Duration, by: Duration) async throws {
+    func step(after: Duration, by: Duration) throws {
         measureOffset()
         let base = steps.last?.at ?? from
         let plan = try simulate(until: base + after + .seconds(6))
@@ -398,38 +438,38 @@ final class DifferentialRun {
         let wallBefore = steps.last.map { $0.wall + (at - $0.at) } ?? at
         let wall = wallBefore + by
         try RFC3339.format(wall).write(toFile: clockFile, atomically: true, encoding: .utf8)
-        try await wait(until: at)
+        sleep(until: at, offset: offset)
         let sent = trueNow()
         daemon.signal(SIGUSR2)
+        actedLate.append(sent - at)
         let previousWall = steps.last.map { $0.wall + (sent - $0.at) } ?? sent
         steps.append((sent, wall - previousWall, wall))
         let count = steps.count
-        try await poll(timeout: 10, "the daemon to report clock step \(count)") { events().filter { $0.event == "clock" }.count == count }
+        try poll(timeout: 10, "the daemon to report clock step \(count)") { events().filter { $0.event == "clock" }.count == count }
     }
 
     /// Takes the snapshot at the first quiet instant at least `snapshotAfter` past the last step (or
     /// `--from`): `WHY` of every job, then simulate `--until` then, and the watched events up to it.
-    func finish(snapshotAfter: Duration) async throws {
+    func finish(snapshotAfter: Duration) throws {
         let base = steps.last?.at ?? from
         let plan = try simulate(until: base + snapshotAfter + .seconds(6))
         let at = try quietInstant(after: base + snapshotAfter, in: plan)
-        if let hazard = Self.firstTie(in: plan) {
-            #expect(at + Self.margin < hazard, "the snapshot at \(RFC3339.format(at)) is past a tie at \(RFC3339.format(hazard))")
+        if let hazard = Self.firstTie(in: plan), at + Self.margin >= hazard {
+            throw HarnessError("the snapshot at \(RFC3339.format(at)) is past a tie at \(RFC3339.format(hazard))")
         }
-        try await wait(until: at)
         let client = try Client(path: daemon.socket)
+        sleep(until: at, offset: offset)
         let sent = trueNow()
-        var replies: [String: String] = [:]
-        for job in jobs { replies[job] = try client.request("WHY \(job) limit=50") }
+        for job in jobs { daemonRecords[job] = try Self.records(fromWhy: try client.request("WHY \(job) limit=50")) }
         snapshotTook = trueNow() - sent
+        actedLate.append(sent - at)
         until = sent
-        for job in jobs { daemonRecords[job] = try Self.records(fromWhy: try #require(replies[job])) }
         // Every event before the snapshot has arrived once the marker's cancellation has.
-        #expect(try daemon.request("CANCEL differential-marker") == "OK")
-        try await poll(timeout: 10, "the watch to see the marker cancelled") { events().contains { $0.event == "cancelled" } }
+        let cancelled = try daemon.request("CANCEL differential-marker")
+        guard cancelled == "OK" else { throw HarnessError("CANCEL differential-marker: \(cancelled)") }
+        try poll(timeout: 10, "the watch to see the marker cancelled") { events().contains { $0.event == "cancelled" } }
         watch.stop()
         daemonEvents = events()
-        simulated = try simulate(until: until, text: true)
     }
 
     /// The daemon's `WHY` records of `job`, oldest first.
@@ -687,8 +727,10 @@ final class DifferentialRun {
                 \(daemonEvents.map(\.line).joined(separator: "\n"))
                 """, sourceLocation: sourceLocation)
         }
-        // The snapshot is one instant only if WHY answered well inside the quiet gap around it.
+        // The snapshot is one instant only if WHY answered well inside the quiet gap around it, and the
+        // steps and the snapshot are where they were planned only if the test acted on time.
         #expect(snapshotTook < Self.margin, "WHY took \(snapshotTook) to answer", sourceLocation: sourceLocation)
+        #expect(actedLate.allSatisfy { $0 < .milliseconds(200) }, "the test acted late: \(actedLate)", sourceLocation: sourceLocation)
         #expect(simulated.contains { $0.job != nil }, "simulate decided nothing", sourceLocation: sourceLocation)
     }
 
