@@ -176,7 +176,8 @@ enum SimulateCommand {
         text += "\n"
     }
 
-    /// One JSON object: `at`, `job`, `event`, then `scheduled`, `run`, `reason`, `result` where they apply.
+    /// One JSON object: `at`, `job`, `event`, then `scheduled`, `run`, `reason`, `result` where they apply,
+    /// and `count` on a `skip` or `miss` that stands for more than one fire (the text's `5 fires`).
     static func json(_ line: Simulation.Line) -> String {
         var text = ""
         appendJSON(line, at: RFC3339.format(line.at), to: &text)
@@ -188,6 +189,7 @@ enum SimulateCommand {
         // is null for the daemon's own events.
         var writer = JSONObjectWriter()
         writer.string("at", at)
+        writer.integer("count", (line.event == "skip" || line.event == "miss") && line.count != 1 ? line.count : nil)
         writer.string("event", line.event)
         if let job = line.job { writer.string("job", job.rawValue) } else { writer.null("job") }
         writer.string("reason", line.reason)

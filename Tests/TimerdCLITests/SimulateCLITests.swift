@@ -76,6 +76,27 @@ struct SimulateCLITests {
         ])
     }
 
+    /// A `miss` (or `skip`) standing for several fires says how many in JSON too, as the text's `N fires`
+    /// does; a single fire has no `count`.
+    @Test func jsonCountsTheFiresAMissStandsFor() throws {
+        let config = """
+            [job "tenmin"]
+            calendar = *:0/10
+            timezone = UTC
+            command = true
+
+            """
+        let arguments = ["--from", "2026-01-05T00:01:00Z", "--until", "2026-01-05T01:20:00Z", "--clock-step", "2026-01-05T00:05:00Z=+1h"]
+        let text = try simulate(config, arguments)
+        #expect(text.stdout.contains("2026-01-05T01:05:00.000000Z tenmin miss 5 fires (due 2026-01-05T00:10:00.000000Z)"), "\(text.stdout)")
+        let json = try simulate(config, arguments + ["--json"])
+        #expect(json.status == ExitStatus.success)
+        let lines = json.stdout.split(separator: "\n").map(String.init)
+        let miss = try #require(lines.first { $0.contains(#""event":"miss""#) })
+        #expect(miss.hasPrefix(#"{"at":"2026-01-05T01:05:00.000000Z","count":5,"event":"miss","job":"tenmin","#), "\(miss)")
+        #expect(lines.filter { $0.contains(#""count""#) } == [miss])
+    }
+
     @Test func theSameInputGivesTheSameOutput() throws {
         let config = """
             [job "j"]
