@@ -390,7 +390,7 @@ public actor Daemon {
     /// Stops in the reverse order of start, each phase bounded so a wedged part cannot keep timerd from
     /// exiting: stop accepting clients (and the metrics timer), leave the cluster (the lease is revoked,
     /// so another node leads at once), let the runs finish within `stop_grace` (then SIGKILL), close the
-    /// connections, flush the log. A second signal while stopping kills the runs at once.
+    /// connections, wait for the state to be on disk, flush the log. A second signal while stopping kills the runs at once.
     private func stop(signal: Signal) async {
         guard !stopping else {
             log.notice("\(signal) again while stopping: killing the remaining runs now")
@@ -417,6 +417,8 @@ public actor Daemon {
         // process stuck in the kernel) does not hold the exit up for more than a few seconds more.
         await phase("let the runs finish", within: grace + .seconds(5)) { await registry.shutdown(grace: grace) }
         await phase("close the connections", within: .seconds(2)) { await server?.closeAll() }
+        // What the runs' ends wrote (their history, the fires' records) is on disk before the exit.
+        await phase("save the state", within: .seconds(5)) { try? await registry.durable() }
         log.notice("stopped")
         sink.flush()
         CurrentProcess.exit(0)

@@ -128,8 +128,6 @@ extension Registry {
         case .finished(let outcome):
             runStarts[key] = nil
             runHandles[key] = nil
-            finishingOutput = outcome.output
-            defer { finishingOutput = "" }
             if engine.job(name)?.id == jobID { outputs.hold(outcome.output, of: name, jobID: jobID, limit: access.settings.maxOutputMemory, log: log) }
             deliver(.runFinished(name, jobID: jobID, run: runID, outcome))
             noteStatusChange()

@@ -54,6 +54,7 @@ extension Registry {
     /// Returns when no run is left.
     func shutdown(grace: Duration) async {
         deliver(.shutdown)
+        defer { flushFireRecords() }
         guard engine.runningTotal > 0 else { return }
         log.notice("stopping: waiting up to \(DurationText.format(grace)) for \(engine.runningTotal) running job(s)")
         let timer = DispatchSource.makeTimerSource(queue: queue)

@@ -35,14 +35,42 @@ extension Registry {
                 httpStatus: outcome.httpStatus, latenessMs: record.lateness.map { Double($0.nanoseconds) / 1_000_000 },
                 output: outcome.output, node: record.node), keep: keep)
         case .fireRecord(let record, let keep):
-            stored = .recordDueFire(StoredFire(
+            return holdFireRecord(StoredFire(
                 job: record.job.rawValue, sequence: record.sequence, scheduled: record.scheduled, outcome: record.outcome.rawValue,
                 run: record.run, latenessMs: record.lateness.map { Double($0.nanoseconds) / 1_000_000 }, result: record.result?.rawValue,
                 reason: record.reason), keep: keep)
         }
+        if case .deleteJob(let name) = change {
+            pendingFireRecords = pendingFireRecords.filter { $0.key.job != name.rawValue }
+        }
         let log = self.log
         store.apply([stored]) { result in
             if case .failure(let error) = result { log.error("cannot save the state: \(error.message)") }
+        }
+    }
+
+    /// A fire's `WHY` record changes two or three times within milliseconds (queued, ran, its result):
+    /// records are written together every 100 ms, each once, so they cost the store about one write per
+    /// fire. (They are diagnostics: a crash loses at most the last 100 ms of them, never a job or a run.)
+    private func holdFireRecord(_ fire: StoredFire, keep: Int) {
+        pendingFireRecords[FireRecordKey(job: fire.job, sequence: fire.sequence)] = (fire, keep)
+        guard !fireRecordFlushScheduled else { return }
+        fireRecordFlushScheduled = true
+        queue.asyncAfter(deadline: .now() + .milliseconds(100)) { [unowned self] in
+            self.assumeIsolated { $0.flushFireRecords() }
+        }
+    }
+
+    /// Hands the held `WHY` records to the store, oldest first.
+    func flushFireRecords() {
+        fireRecordFlushScheduled = false
+        guard let store, !pendingFireRecords.isEmpty else { return }
+        let changes = pendingFireRecords.sorted { ($0.key.job, $0.key.sequence) < ($1.key.job, $1.key.sequence) }
+            .map { StoreChange.recordDueFire($0.value.fire, keep: $0.value.keep) }
+        pendingFireRecords = [:]
+        let log = self.log
+        store.apply(changes) { result in
+            if case .failure(let error) = result { log.error("cannot save the fire records: \(error.message)") }
         }
     }
 

@@ -38,8 +38,9 @@ actor Registry {
     var runHandles: [String: any RunHandle] = [:]
     /// The pidfd watch of each `owner=pid:N` job.
     var ownerWatches: [JobName: (jobID: UInt64, watch: IOWatcher.Registration)] = [:]
-    /// The output of the run being finished, for the history and notices its effects write.
-    var finishingOutput = ""
+    /// `WHY` records waiting to be written (see `Registry+State.swift`).
+    var pendingFireRecords: [FireRecordKey: (fire: StoredFire, keep: Int)] = [:]
+    var fireRecordFlushScheduled = false
 
     /// Last-run outputs held for `show`, and the bookkeeping of `max_output_memory`.
     var outputs = HeldOutputs()
@@ -231,4 +232,10 @@ actor Registry {
 extension Client {
     /// The client as the engine knows who asks.
     var requester: Requester { Requester(uid: uid, isAdmin: isAdmin, label: label) }
+}
+
+/// A fire record's identity: its job and its number.
+struct FireRecordKey: Hashable {
+    var job: String
+    var sequence: UInt64
 }

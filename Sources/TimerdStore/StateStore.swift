@@ -402,11 +402,12 @@ private final class Connection: @unchecked Sendable {
                     SQLValue(fire.run), SQLValue(fire.latenessMs), fire.result.map { .text($0) } ?? .null,
                     fire.reason.map { .text($0) } ?? .null,
                 ])
-            try database.execute(
-                """
-                DELETE FROM fires WHERE job = ?1
-                    AND seq <= (SELECT seq FROM fires WHERE job = ?1 ORDER BY seq DESC LIMIT 1 OFFSET ?2)
-                """, [.text(fire.job), .integer(Int64(max(keep, 0)))])
+            // A job's records are numbered one after the other: the ones `keep` or more below this one go,
+            // a range of the primary key (a fire makes two writes, and this runs at every fire).
+            let oldest = Int64(fire.sequence) - Int64(max(keep, 0))
+            if oldest >= 1 {
+                try database.execute("DELETE FROM fires WHERE job = ?1 AND seq <= ?2", [.text(fire.job), .integer(oldest)])
+            }
         }
     }
 }
