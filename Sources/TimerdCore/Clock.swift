@@ -88,26 +88,35 @@ extension Clock {
 }
 
 /// A clock that moves only when told: tests advance it, or set its wall clock as `settimeofday` would.
-/// Safe to share between threads.
+/// Safe to share between threads (each clock reads atomically; a reader may see one clock moved before
+/// the other while a test moves both).
 public final class ManualClock: Clock {
-    private let current: Mutex<Instant>
+    private let mono: Atomic<UInt64>
+    private let wall: Atomic<Int64>
 
-    public init(_ start: Instant) { current = Mutex(start) }
+    public init(_ start: Instant) {
+        mono = Atomic(start.mono.nanosecondsSinceBoot)
+        wall = Atomic(start.wall.nanosecondsSinceEpoch)
+    }
 
     /// Starts at `wall` on the wall clock and one hour after boot on the monotonic clock.
     public convenience init(wall: WallTime) {
         self.init(Instant(mono: MonoInstant(nanosecondsSinceBoot: 3_600_000_000_000), wall: wall))
     }
 
-    public func now() -> Instant { current.withLock { $0 } }
+    public func now() -> Instant {
+        Instant(mono: MonoInstant(nanosecondsSinceBoot: mono.load(ordering: .acquiring)),
+                wall: WallTime(nanosecondsSinceEpoch: wall.load(ordering: .acquiring)))
+    }
 
     /// Both clocks move on by `span` (time passes).
     public func advance(by span: Duration) {
-        current.withLock { $0 = $0 + span }
+        mono.store((MonoInstant(nanosecondsSinceBoot: mono.load(ordering: .acquiring)) + span).nanosecondsSinceBoot, ordering: .releasing)
+        wall.add(span.nanoseconds, ordering: .releasing)
     }
 
     /// The wall clock jumps to `time`; the monotonic clock does not move (a clock step).
     public func setWall(_ time: WallTime) {
-        current.withLock { $0.wall = time }
+        wall.store(time.nanosecondsSinceEpoch, ordering: .releasing)
     }
 }

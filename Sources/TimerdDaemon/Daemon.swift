@@ -442,7 +442,7 @@ public actor Daemon {
 
 /// Ends the wait of one stop phase once, by whichever comes first: the phase's end or its time limit.
 private final class PhaseGate: Sendable {
-    private let state = Mutex<(open: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+    private let state = Locked<(open: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
 
     /// Opens the gate; true for the call that opened it.
     @discardableResult

@@ -216,9 +216,3 @@ extension Result where Failure == TimerdError {
         return nil
     }
 }
-
-@Suite struct EngineLayoutTests {
-    @Test func sizes() {
-        print("SIZES EngineJob=\(MemoryLayout<EngineJob>.size) Effect=\(MemoryLayout<Effect>.size) Decision=\(MemoryLayout<Decision>.size) RunStart=\(MemoryLayout<RunStart>.size) Persist=\(MemoryLayout<Persist>.size) RunOutcome=\(MemoryLayout<RunOutcome>.size) PendingFire=\(MemoryLayout<PendingFire>.size) JobSpec=\(MemoryLayout<JobSpec>.size)")
-    }
-}
