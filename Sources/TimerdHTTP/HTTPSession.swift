@@ -59,6 +59,19 @@ public final class HTTPSession: @unchecked Sendable {
         tcurl_multi_remove_handle(multi, exchange.easy)
     }
 
+    /// Ends the session: exchanges in flight are dropped (their `done` is never called), the sockets are
+    /// no longer watched and the multi handle is freed. Call on `queue`, once; nothing may use the
+    /// session after. (The daemon's session lives as long as the daemon; tests end theirs.)
+    public func close() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        timer.cancel()
+        for easy in Array(exchanges.keys) { tcurl_multi_remove_handle(multi, easy) }
+        exchanges = [:]
+        for registration in sockets.values { IOWatcher.shared.cancel(registration) }
+        sockets = [:]
+        tcurl_multi_cleanup(multi)
+    }
+
     // MARK: - libcurl's callbacks and events (on `queue`)
 
     private func socketChanged(_ socket: Int32, what: Int32) {

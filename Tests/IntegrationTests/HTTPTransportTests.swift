@@ -106,6 +106,7 @@ import TimerdSystem
         #expect(fast?.status == 200 && fast?.body == Array("ok".utf8))
         usleep(200_000)
         #expect(!abandoned.withLock { $0 }, "an abandoned exchange never reports")
+        queue.sync { session.close() }
     }
 
     /// A loopback TCP port that was free a moment ago and is closed now.
