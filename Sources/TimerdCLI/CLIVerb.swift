@@ -16,30 +16,13 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case optionalTopic
     }
 
-    /// The protocol verb sent to timerd; nil for `help`, `next` and `simulate`, which timerctl answers
-    /// itself (they compute locally, so they work without a running timerd).
+    /// The protocol verb sent to timerd (the verb's own name, upper-cased); nil for `help`, `next` and
+    /// `simulate`, which timerctl answers itself (they compute locally, so they work without a running
+    /// timerd).
     package var wireVerb: Verb? {
         switch self {
-        case .add: .add
-        case .exec: .exec
-        case .cancel: .cancel
-        case .pause: .pause
-        case .resume: .resume
-        case .run: .run
-        case .list: .list
-        case .show: .show
-        case .history: .history
-        case .why: .why
-        case .reload: .reload
-        case .mode: .mode
-        case .stats: .stats
-        case .watch: .watch
-        case .cluster: .cluster
-        case .next: nil
-        case .simulate: nil
-        case .ping: .ping
-        case .version: .version
-        case .help: nil
+        case .help, .next, .simulate: nil
+        default: Verb(word: rawValue)
         }
     }
 

@@ -7,11 +7,6 @@ import TimerdSystem
 /// Cron and calendar jobs: their zone, their next fire on the wall clock, jitter, and what happens when
 /// the wall clock is set.
 extension Registry {
-    /// The job's schedule resolved in its zone (`HostConfig.civilSchedule`).
-    static func civilSchedule(for spec: JobSpec) throws(TimerdError) -> CivilSchedule? {
-        try HostConfig.civilSchedule(for: spec)
-    }
-
     /// The wall clock was set (an NTP step, `date -s`, a resume from suspend, or the test clock): the
     /// engine re-arms every wall-clock job at once for its new next fire.
     func wallClockChanged(reason: String) {
@@ -23,7 +18,7 @@ extension Registry {
     func reloadZones() {
         var changed: [JobName: CivilSchedule] = [:]
         for (name, job) in engine.jobs {
-            guard let old = job.civil, let fresh = try? Self.civilSchedule(for: job.spec), fresh != old else { continue }
+            guard let old = job.civil, let fresh = try? HostConfig.civilSchedule(for: job.spec), fresh != old else { continue }
             changed[name] = fresh
         }
         if !changed.isEmpty { deliver(.zonesChanged(changed)) }

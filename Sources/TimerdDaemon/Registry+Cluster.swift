@@ -1,6 +1,7 @@
 import Dispatch
 import TimerdCore
 import TimerdEngine
+import TimerdHost
 import TimerdProtocol
 import TimerdStore
 import TimerdSystem
@@ -106,7 +107,7 @@ extension Registry {
         do {
             let spec = try JobSpec(name: name, options: options)
             return SharedJob(
-                spec: spec, civil: try Self.civilSchedule(for: spec), ownerUID: record.owner_uid,
+                spec: spec, civil: try HostConfig.civilSchedule(for: spec), ownerUID: record.owner_uid,
                 addedAt: WallTime(nanosecondsSinceEpoch: record.added_at), paused: record.paused, revision: revision, node: record.node)
         } catch {
             log.error(job: name.rawValue, "cluster job not usable here: \(error.message)")

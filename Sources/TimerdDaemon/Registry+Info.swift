@@ -38,7 +38,7 @@ extension Registry {
     private static let sortQueue = DispatchQueue(label: "timerd.list-sort")
 
     func show(_ name: JobName, viewer: Client = .daemon) throws(TimerdError) -> JobInfo {
-        info(try lookup(name), viewer: viewer)
+        info(try engine.lookup(name), viewer: viewer)
     }
 
     /// What `viewer` may see of `job`: everything for its owner and root; for other users the name,

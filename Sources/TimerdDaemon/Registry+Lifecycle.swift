@@ -2,6 +2,7 @@ import Dispatch
 import TimerdConfig
 import TimerdCore
 import TimerdEngine
+import TimerdHost
 import TimerdSystem
 
 /// What a reload changed.
@@ -23,7 +24,7 @@ extension Registry {
         for item in configured {
             let existing = engine.job(item.spec.name)
             do {
-                declared.append(DeclaredJob(spec: item.spec, file: item.file, line: item.line, civil: try Self.civilSchedule(for: item.spec)))
+                declared.append(DeclaredJob(spec: item.spec, file: item.file, line: item.line, civil: try HostConfig.civilSchedule(for: item.spec)))
             } catch {
                 if let existing, existing.origin != .runtime {
                     log.error(job: item.spec.name.rawValue, "cannot apply the changed spec: \(error.message); keeping the old one")
@@ -33,6 +34,9 @@ extension Registry {
                 }
             }
         }
+        // The per-user limits of the config just read (the daemon updated `access` before this call).
+        engine.settings.userMaxJobs = access.settings.userMaxJobs
+        engine.settings.userMaxRunsPerMinute = access.settings.userMaxRunsPerMinute
         let before = Dictionary(uniqueKeysWithValues: engine.jobs.map { ($0.key, (id: $0.value.id, spec: $0.value.spec, config: $0.value.origin != .runtime)) })
         try request(.reload(declared, maxRunning: maxRunning))
         var summary = ReloadSummary()

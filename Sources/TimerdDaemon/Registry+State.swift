@@ -1,6 +1,7 @@
 import Dispatch
 import TimerdCore
 import TimerdEngine
+import TimerdHost
 import TimerdStore
 import TimerdSystem
 
@@ -108,7 +109,7 @@ extension Registry {
                         name: name, options: item.options, paused: item.paused, runs: item.runs, addedAt: item.addedAt,
                         lastScheduled: item.lastScheduled, anchor: item.anchor, ownerUID: item.ownerUID ?? Client.daemonUID,
                         shared: item.shared),
-                    spec: spec, civil: try Self.civilSchedule(for: spec)))
+                    spec: spec, civil: try HostConfig.civilSchedule(for: spec)))
             } catch {
                 log.error(job: item.name, "not restored: \(error.message)")
                 continue

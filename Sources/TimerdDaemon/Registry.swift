@@ -97,10 +97,6 @@ actor Registry {
     /// the engine's answer to a request.
     @discardableResult
     func deliver(_ input: Input) -> Result<Answer, TimerdError>? {
-        // Limits the config can change on reload apply from the next input on.
-        let settings = access.settings
-        engine.settings.userMaxJobs = settings.userMaxJobs
-        engine.settings.userMaxRunsPerMinute = settings.userMaxRunsPerMinute
         var answer: Result<Answer, TimerdError>?
         for effect in engine.handle(input, at: clock.now()) {
             if case .reply(let result) = effect {
@@ -124,7 +120,7 @@ actor Registry {
     /// Adds a job and arms its timer. Throws `exists` if the name is taken, `bad-argument` if an `at` time
     /// has already passed or the owner process does not exist.
     func add(_ spec: JobSpec, origin: JobOrigin, connection: Int? = nil, owner: Client = .daemon) throws(TimerdError) {
-        let request = AddJob(spec: spec, origin: origin, owner: owner.requester, civil: try Self.civilSchedule(for: spec),
+        let request = AddJob(spec: spec, origin: origin, owner: owner.requester, civil: try HostConfig.civilSchedule(for: spec),
                              connection: connection)
         try checkAdd(request)
         // The owner process is watched from before the job exists, so its exit cannot be missed.
@@ -141,7 +137,7 @@ actor Registry {
     /// Throws what `add` would throw for `spec`, changing nothing (a shared job is checked here before it
     /// is written to etcd).
     func checkAdd(_ spec: JobSpec, origin: JobOrigin, owner: Client = .daemon) throws(TimerdError) {
-        try checkAdd(AddJob(spec: spec, origin: origin, owner: owner.requester, civil: try Self.civilSchedule(for: spec)))
+        try checkAdd(AddJob(spec: spec, origin: origin, owner: owner.requester, civil: try HostConfig.civilSchedule(for: spec)))
     }
 
     private func checkAdd(_ request: AddJob) throws(TimerdError) {
@@ -197,8 +193,6 @@ actor Registry {
     }
 
     // MARK: - Lookup
-
-    func lookup(_ name: JobName) throws(TimerdError) -> EngineJob { try engine.lookup(name) }
 
     /// Whether `client` may see `job`'s action, environment, meta and output.
     func maySeeDetails(_ job: EngineJob, _ client: Client) -> Bool { client.owns(job.ownerUID) }

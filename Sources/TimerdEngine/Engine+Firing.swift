@@ -202,19 +202,25 @@ extension Engine {
         let due = job.replays.removeFirst()
         let late = max(.zero, now.wall - due)
         decide(.fired(name, scheduled: due, lateness: late, byTimer: false))
-        fire(job, PendingFire(kind: .scheduled, scheduled: now.mono - late, scheduledWall: due, sequence: newFireRecord(job, scheduled: due)))
+        fire(job, PendingFire(kind: .scheduled, scheduled: now.mono - late, scheduledWall: due, sequence: nextFireSequence(job)))
         persistFire(job)
     }
 
     // MARK: - Fires not run
 
-    /// Records fires that did not run, with the reason users will ask for.
-    mutating func noteSkip(_ job: EngineJob, count: Int, scheduled: WallTime?, sequence: UInt64 = 0, reason: String) {
-        let name = job.name
+    /// Counts fires that did not run, whatever the cause: `skipped` in `show` and `STATS`, and the reason
+    /// users will ask for as the last skip.
+    mutating func countNotRun(_ job: EngineJob, _ count: Int, reason: String) {
         skippedTotal += count
         job.skipped += count
         job.lastSkip = (now.wall, reason)
-        log(.notice, name, count == 1 ? "fire skipped: \(reason)" : "\(count) fires skipped: \(reason)")
+    }
+
+    /// Records fires that did not run, with the reason users will ask for.
+    mutating func noteSkip(_ job: EngineJob, count: Int, scheduled: WallTime?, sequence: UInt64 = 0, reason: String) {
+        let name = job.name
+        countNotRun(job, count, reason: reason)
+        log(.notice, name, Self.notRunLine(count, reason))
         decide(.skipped(name, scheduled: scheduled, count: count, reason: reason))
         if sequence != 0, let scheduled {
             record(job, FireRecord(job: name, sequence: sequence, scheduled: scheduled, outcome: .skipped, reason: reason))
@@ -224,16 +230,18 @@ extension Engine {
     /// Records fires missed while the daemon could not fire (counted as skipped, as `show` reports them).
     mutating func noteMissed(_ job: EngineJob, count: Int, scheduled: WallTime?, reason: String) {
         let name = job.name
-        skippedTotal += count
-        job.skipped += count
-        job.lastSkip = (now.wall, reason)
-        log(.notice, name, count == 1 ? "fire skipped: \(reason)" : "\(count) fires skipped: \(reason)")
+        countNotRun(job, count, reason: reason)
+        log(.notice, name, Self.notRunLine(count, reason))
         decide(.missed(name, scheduled: scheduled, count: count, reason: reason))
         if let scheduled {
-            let sequence = newFireRecord(job, scheduled: scheduled)
+            let sequence = nextFireSequence(job)
             record(job, FireRecord(job: name, sequence: sequence, scheduled: scheduled, outcome: .missed,
                               reason: count == 1 ? reason : "\(reason) (\(count) fires from this one on)"))
         }
+    }
+
+    private static func notRunLine(_ count: Int, _ reason: String) -> String {
+        count == 1 ? "fire skipped: \(reason)" : "\(count) fires skipped: \(reason)"
     }
 
     /// A fire that waits (behind a run, for a slot): said once, and recorded until it starts.
@@ -247,8 +255,8 @@ extension Engine {
 
     // MARK: - Records
 
-    /// Numbers a new due fire of `name` (its `WHY` record is written by what becomes of it).
-    mutating func newFireRecord(_ job: EngineJob, scheduled: WallTime) -> UInt64 {
+    /// Numbers a new due fire of the job (its `WHY` record is written by what becomes of it).
+    func nextFireSequence(_ job: EngineJob) -> UInt64 {
         job.fireSequence += 1
         return job.fireSequence
     }

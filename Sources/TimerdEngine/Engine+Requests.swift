@@ -181,7 +181,7 @@ extension Engine {
                 log(.info, name, wasPaused ? "resumed; firing now" : "firing now (RESUME now)")
                 decide(.fired(name, scheduled: now.wall, lateness: .zero, byTimer: false))
                 fire(job, PendingFire(kind: .scheduled, scheduled: now.mono, scheduledWall: now.wall,
-                                       sequence: newFireRecord(job, scheduled: now.wall)))
+                                       sequence: nextFireSequence(job)))
                 continueSchedule(job)
             case .after(let delay):
                 let first = now.mono + delay

@@ -161,20 +161,14 @@ extension Engine {
         log(.notice, name, message)
         if skipped > 0 {
             let reason = "missed \(missedWhile) (misfire=\(policy))"
-            job.skipped += skipped
-            job.lastSkip = (wallNow, reason)
-            skippedTotal += skipped
+            countNotRun(job, skipped, reason: reason)
             // Each missed fire that does not run, for `simulate` and `why` (the newest ones, up to the
             // replay limit, as the log says how many there were in all).
             let notRun = missed.filter { !run.contains($0) }
             decide(.missed(name, scheduled: notRun.first ?? missed.first, count: skipped, reason: reason))
             for time in notRun.suffix(settings.fireRecordsKept) {
-                job.fireSequence += 1
-                if job.spec.owner == nil, settings.fireRecordsKept > 0 {
-                    out.append(.persist(.fireRecord(
-                        FireRecord(job: name, sequence: job.fireSequence, scheduled: time, outcome: .missed, reason: reason),
-                        keep: settings.fireRecordsKept)))
-                }
+                record(job, FireRecord(job: name, sequence: nextFireSequence(job), scheduled: time, outcome: .missed,
+                                       reason: reason))
             }
         }
     }

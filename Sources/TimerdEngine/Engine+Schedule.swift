@@ -179,11 +179,11 @@ extension Engine {
         job.lastScheduledWall = job.civil != nil ? (job.civilBase ?? wall) : (nominal ?? wall)
         decide(.fired(name, scheduled: wall, lateness: late, byTimer: true))
         if late > job.spec.misfireGrace, job.spec.misfire == .skip {
-            let sequence = newFireRecord(job, scheduled: wall)
+            let sequence = nextFireSequence(job)
             noteSkip(job, count: 1, scheduled: wall, sequence: sequence,
                      reason: "handled \(DurationText.format(late)) late, beyond misfire_grace=\(DurationText.format(job.spec.misfireGrace)) (misfire=skip)")
         } else {
-            fire(job, PendingFire(kind: .scheduled, scheduled: scheduled, scheduledWall: wall, sequence: newFireRecord(job, scheduled: wall)))
+            fire(job, PendingFire(kind: .scheduled, scheduled: scheduled, scheduledWall: wall, sequence: nextFireSequence(job)))
         }
         persistFire(job)
         continueSchedule(job)

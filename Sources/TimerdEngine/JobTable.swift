@@ -42,7 +42,6 @@ package struct JobTable: Sequence, Sendable {
     }
 
     package var count: Int { table.count }
-    package var isEmpty: Bool { table.isEmpty }
     package var keys: some Collection<JobName> { table.keys }
     package var values: some Collection<EngineJob> { table.values }
 

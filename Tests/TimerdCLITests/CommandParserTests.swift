@@ -366,3 +366,16 @@ private func caughtTimerdError(_ body: () throws(TimerdError) -> Void) -> Timerd
         return error
     }
 }
+
+/// Every verb timerctl does not answer itself is sent as the protocol verb of its name.
+@Suite struct WireVerbTests {
+    @Test func everyVerbButTheLocalOnesHasItsWireVerb() {
+        for verb in CLIVerb.allCases {
+            if [.help, .next, .simulate].contains(verb) {
+                #expect(verb.wireVerb == nil, "\(verb)")
+            } else {
+                #expect(verb.wireVerb?.rawValue == verb.rawValue.uppercased(), "\(verb)")
+            }
+        }
+    }
+}
