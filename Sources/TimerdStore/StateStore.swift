@@ -228,6 +228,23 @@ public final class StateStore: Sendable {
         }
     }
 
+    /// Writes background changes (fire bookkeeping, run history, `WHY` records): never reported to a
+    /// caller. While writes fail they are held, in order, and written by the first transaction that
+    /// commits (TODO: storage faults; for now the same as `apply` with the failure dropped).
+    public func record(_ changes: [StoreChange]) {
+        apply(changes) { _ in }
+    }
+
+    /// Whether writes work.
+    public var health: StoreHealth { .ok }
+
+    /// The store's counters since it was opened.
+    public var counters: StoreCounters {
+        var counters = StoreCounters()
+        counters.transactions = transactions
+        return counters
+    }
+
     /// Applies `changes` (with whatever is pending) and returns once they are durably committed.
     public func applyAndWait(_ changes: [StoreChange]) throws(StoreError) {
         try sync { connection in connection.commitNow(changes) }.get()

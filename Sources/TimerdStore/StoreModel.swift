@@ -132,3 +132,32 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
 
     public var description: String { message }
 }
+
+/// Whether the store can write (`timerctl stats`, `STATUS=`, the metrics file).
+public enum StoreHealth: Sendable, Equatable {
+    case ok
+    /// Writes fail since `since` (the first failure of this episode) because of `reason`.
+    case failing(since: WallTime, reason: String)
+}
+
+/// A change of the store's health, reported once per transition (so a failing disk is logged once per
+/// episode, not once per write).
+public enum StoreHealthChange: Sendable, Equatable {
+    case failing(since: WallTime, reason: String)
+    /// Writes work again after `after`: `written` held changes were written then, `lost` were given up.
+    case recovered(after: Duration, written: Int, lost: Int)
+}
+
+/// The store's counters since the daemon started.
+public struct StoreCounters: Sendable, Equatable {
+    /// Transactions that failed (`timerd_state_write_errors_total`).
+    public var writeErrors = 0
+    /// Background changes held while writes fail, waiting to be written.
+    public var backlog = 0
+    /// Background changes given up (the backlog's limit was reached), since start.
+    public var lost = 0
+    /// Transactions committed.
+    public var transactions = 0
+
+    public init() {}
+}
