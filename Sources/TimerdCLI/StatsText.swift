@@ -11,6 +11,7 @@ import TimerdProtocol
 /// memory:     10.0 MiB resident
 /// uptime:     1h0m0s
 /// mode:       default
+/// storage:    ok
 /// version:    0.1.0
 /// ```
 package enum StatsText {
@@ -31,8 +32,23 @@ package enum StatsText {
         add("memory", bytes(stats.rss_bytes) + " resident")
         add("uptime", uptime(seconds: stats.uptime_seconds))
         add("mode", stats.mode)
+        if let storage = stats.storage { add("storage", Self.storage(storage)) }
         add("version", stats.version)
         return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// `ok`, or `failing since 2026-12-01T17:40:00Z: disk full; 3 write errors, 120 changes held`
+    /// (errors, held and lost changes are mentioned when there are any).
+    package static func storage(_ storage: DaemonStats.Storage) -> String {
+        var text = storage.state
+        if storage.state != "ok" {
+            text += " since \(storage.since ?? "?"): \(storage.reason ?? "unknown")"
+        }
+        var counts: [String] = []
+        if storage.write_errors > 0 { counts.append("\(storage.write_errors) write error\(storage.write_errors == 1 ? "" : "s")") }
+        if storage.held > 0 { counts.append("\(storage.held) change\(storage.held == 1 ? "" : "s") held") }
+        if storage.lost > 0 { counts.append("\(storage.lost) lost") }
+        return counts.isEmpty ? text : text + (storage.state == "ok" ? " (" + counts.joined(separator: ", ") + " since start)" : "; " + counts.joined(separator: ", "))
     }
 
     /// `p50 0.12ms  p90 0.40ms  p99 1.30ms  max 2.10ms  (57 fires, last 5m)`, or `no fires in the last 5m`

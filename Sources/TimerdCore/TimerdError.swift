@@ -42,6 +42,9 @@ public struct TimerdError: Error, Equatable, Sendable, CustomStringConvertible {
         /// Cluster mode: etcd cannot be reached (or has no quorum), so a change to shared jobs cannot be
         /// made; nothing was changed (`docs/cluster.md`).
         case clusterUnavailable = "cluster-unavailable"
+        /// The change could not be written to the state directory (disk full, I/O error, read-only or
+        /// removed); nothing was changed (`docs/state.md`).
+        case storageUnavailable = "storage-unavailable"
         /// The daemon is shutting down and accepts no new work.
         case shuttingDown = "shutting-down"
         /// An unexpected failure inside the daemon (a bug or an environment failure).

@@ -120,7 +120,6 @@ struct ControlHandler: Sendable {
             try mayAdd(spec, client: client)
             if try await addShared(spec, client: client) { return .ok(nil) }
             try await registry.add(spec, origin: .runtime, connection: connection, owner: client)
-            try await registry.durable()
             return .ok(nil)
         case .exec(let options, let argv):
             // Validate first, so a rejected EXEC does not use up a generated name.
@@ -139,7 +138,6 @@ struct ControlHandler: Sendable {
                 }
             }
             try await registry.add(spec, origin: .runtime, connection: connection, owner: client)
-            try await registry.durable()
             return .ok(Payload.encode(["name": spec.name.rawValue]))
         case .cancel(let selection):
             let names = await jobs(selection, client)
@@ -151,7 +149,6 @@ struct ControlHandler: Sendable {
             }
             let local = names.filter { !shared.contains($0) }
             if !local.isEmpty { try await registry.cancel(local, by: client) }
-            try await registry.durable()
             return Self.reply(selection, names)
         case .pause(let selection):
             let names = await jobs(selection, client)
@@ -159,7 +156,6 @@ struct ControlHandler: Sendable {
             let revision = try await writeShared(names, paused: true)
             try await registry.pause(names, by: client)
             if let revision { await registry.noteSharedRevision(names, revision: revision) }
-            try await registry.durable()
             return Self.reply(selection, names)
         case .resume(let selection, let when):
             let mode: ResumeMode = switch when {
@@ -172,7 +168,6 @@ struct ControlHandler: Sendable {
             let revision = try await writeShared(names, paused: false)
             try await registry.resume(names, mode: mode, by: client)
             if let revision { await registry.noteSharedRevision(names, revision: revision) }
-            try await registry.durable()
             return Self.reply(selection, names)
         case .run(let name):
             let status = try await registry.runNow(name, by: client)
@@ -244,7 +239,6 @@ struct ControlHandler: Sendable {
             added_at: registry.clock.wallNow.nanosecondsSinceEpoch, owner_uid: client.uid, node: cluster.node)
         let revision = try await cluster.createJob(spec.name, record)
         await registry.applySharedJob(spec.name, record, revision: revision)
-        try await registry.durable()
         return true
     }
 

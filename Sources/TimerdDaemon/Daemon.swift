@@ -103,7 +103,9 @@ public actor Daemon {
         do {
             opened = try StateStore.open(directory: stateDirectory)
         } catch {
-            CurrentProcess.writeToStderr("timerd: cannot open the state in \(stateDirectory): \(error.message)\n")
+            // Under systemd, `systemctl status timerd` shows why it did not start.
+            Notifier.status("cannot use the state directory \(stateDirectory): \(error.message)")
+            CurrentProcess.writeToStderr("timerd: cannot use the state directory \(stateDirectory): \(error.message)\n")
             CurrentProcess.exit(1)
         }
         let daemon = Daemon(configPath: configPath, explicit: options.config != nil, configuration: configuration,
@@ -279,6 +281,7 @@ public actor Daemon {
         log.notice("timerd \(ControlHandler.version) ready: \(counts.jobs) job(s) from \(files); listening on \(server.path) (pid \(CurrentProcess.id))")
         // READY=1 only now: the socket listens and every config job is armed.
         Notifier.ready(status: await registry.statusLine())
+        await registry.watchStoreHealth()
         if Notifier.enabled {
             await registry.observeStatus { Notifier.status($0) }
         }
@@ -418,7 +421,7 @@ public actor Daemon {
         await phase("let the runs finish", within: grace + .seconds(5)) { await registry.shutdown(grace: grace) }
         await phase("close the connections", within: .seconds(2)) { await server?.closeAll() }
         // What the runs' ends wrote (their history, the fires' records) is on disk before the exit.
-        await phase("save the state", within: .seconds(5)) { try? await registry.durable() }
+        await phase("save the state", within: .seconds(5)) { await registry.flushStore() }
         log.notice("stopped")
         sink.flush()
         CurrentProcess.exit(0)

@@ -58,8 +58,8 @@ extension Registry {
             let waiters = drainWaiters
             drainWaiters = []
             for waiter in waiters { waiter.resume() }
-        case .reply:
-            break  // answered by `deliver`
+        case .reply, .writeAhead:
+            break  // taken by `handle`
         }
     }
 

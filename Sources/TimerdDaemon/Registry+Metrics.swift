@@ -62,6 +62,16 @@ extension Registry {
         text += "timerd_fire_lateness_seconds_bucket{le=\"+Inf\"} \(latenessHistogram.count)\n"
         text += "timerd_fire_lateness_seconds_sum \(number(latenessHistogram.sum))\n"
         text += "timerd_fire_lateness_seconds_count \(latenessHistogram.count)\n"
+        if let storage = storageStats() {
+            family("timerd_state_healthy", "gauge", "1 while the state directory can be written.")
+            text += "timerd_state_healthy \(storage.state == "ok" ? 1 : 0)\n"
+            family("timerd_state_write_errors_total", "counter", "State store transactions that failed.")
+            text += "timerd_state_write_errors_total \(storage.write_errors)\n"
+            family("timerd_state_held_changes", "gauge", "Fire bookkeeping and history held until the state can be written.")
+            text += "timerd_state_held_changes \(storage.held)\n"
+            family("timerd_state_lost_changes_total", "counter", "Fire bookkeeping and history given up while the state could not be written.")
+            text += "timerd_state_lost_changes_total \(storage.lost)\n"
+        }
         if let cluster {
             // Cluster mode (docs/cluster.md): alert when no node leads, or when etcd is out of reach.
             let node = "node=\"\(cluster.node)\""

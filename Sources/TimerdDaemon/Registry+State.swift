@@ -5,48 +5,68 @@ import TimerdHost
 import TimerdStore
 import TimerdSystem
 
-/// Durable state: the engine's `persist` effects, written by the `StateStore` (SQLite) on its own queue,
-/// never on the registry's; a request that changed jobs is answered only once they are on disk
-/// (`durable()`). At start-up, what the store holds goes back into the engine (`restore`).
+/// Durable state, written by the `StateStore` (SQLite) on its own queue, never on the registry's.
+///
+/// A request's change is written ahead (`Effect.writeAhead`), all or nothing, and takes effect only
+/// once it is on disk; if it cannot be written the request gets `storage-unavailable` and nothing
+/// changed. Everything else (fire bookkeeping, run history, `WHY` records) is written behind: the store
+/// holds what it cannot write yet and writes it when it can (`docs/state.md`). At start-up, what the
+/// store holds goes back into the engine (`restore`).
 extension Registry {
-    /// Hands one change to the store (no-op without one). Failures are logged; `durable()` reports them
-    /// to the request that waits.
+    /// Writes a request's records as one all-or-nothing batch (at once without a store, as in unit tests).
+    func writeAhead(_ records: [Persist]) async -> Result<Void, TimerdError> {
+        guard let store else { return .success(()) }
+        let changes = records.compactMap(Self.storeChange)
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, StoreError>, Never>) in
+            store.apply(changes) { continuation.resume(returning: $0) }
+        }
+        return result.mapError { error in
+            TimerdError(.storageUnavailable, "the change could not be saved, so it was not made: \(error.message)")
+        }
+    }
+
+    /// Hands one background change to the store (no-op without one).
     func persist(_ change: Persist) {
-        guard let store else { return }
-        let stored: StoreChange
+        guard let store, let stored = Self.storeChange(change) else { return }
+        switch stored {
+        case .recordDueFire(let fire, let keep):
+            return holdFireRecord(fire, keep: keep)
+        case .deleteJob(let name):
+            pendingFireRecords = pendingFireRecords.filter { $0.key.job != name }
+        default:
+            break
+        }
+        store.record([stored])
+    }
+
+    /// The store's form of an engine record (nil for one that writes nothing; `WHY` records are held
+    /// and written together, see `holdFireRecord`).
+    nonisolated static func storeChange(_ change: Persist) -> StoreChange? {
         switch change {
         case .job(let state):
-            stored = .putJob(StoredJob(
+            return .putJob(StoredJob(
                 name: state.name.rawValue, options: state.options, paused: state.paused, runs: state.runs, addedAt: state.addedAt,
                 lastScheduled: state.lastScheduled, anchor: state.anchor, ownerUID: state.ownerUID, shared: state.shared))
         case .deleteJob(let name):
-            stored = .deleteJob(name.rawValue)
+            return .deleteJob(name.rawValue)
         case .fire(let name, let runs, let lastScheduled, let configJob):
             if configJob {
-                guard let lastScheduled else { return }
-                stored = .recordConfigJobFire(name.rawValue, lastScheduled: lastScheduled)
-            } else {
-                stored = .recordFire(name.rawValue, runs: runs, lastScheduled: lastScheduled)
+                guard let lastScheduled else { return nil }
+                return .recordConfigJobFire(name.rawValue, lastScheduled: lastScheduled)
             }
+            return .recordFire(name.rawValue, runs: runs, lastScheduled: lastScheduled)
         case .run(let record, let keep):
             let outcome = record.outcome
-            stored = .recordRun(StoredRun(
+            return .recordRun(StoredRun(
                 job: record.job.rawValue, run: record.run, scheduledAt: record.scheduledAt, startedAt: record.startedAt,
                 endedAt: outcome.finishedWall, result: outcome.result.rawValue, exitCode: outcome.exitCode,
                 httpStatus: outcome.httpStatus, latenessMs: record.lateness.map { Double($0.nanoseconds) / 1_000_000 },
                 output: outcome.output, node: record.node), keep: keep)
         case .fireRecord(let record, let keep):
-            return holdFireRecord(StoredFire(
+            return .recordDueFire(StoredFire(
                 job: record.job.rawValue, sequence: record.sequence, scheduled: record.scheduled, outcome: record.outcome.rawValue,
                 run: record.run, latenessMs: record.lateness.map { Double($0.nanoseconds) / 1_000_000 }, result: record.result?.rawValue,
                 reason: record.reason), keep: keep)
-        }
-        if case .deleteJob(let name) = change {
-            pendingFireRecords = pendingFireRecords.filter { $0.key.job != name.rawValue }
-        }
-        let log = self.log
-        store.apply([stored]) { result in
-            if case .failure(let error) = result { log.error("cannot save the state: \(error.message)") }
         }
     }
 
@@ -69,21 +89,15 @@ extension Registry {
         let changes = pendingFireRecords.sorted { ($0.key.job, $0.key.sequence) < ($1.key.job, $1.key.sequence) }
             .map { StoreChange.recordDueFire($0.value.fire, keep: $0.value.keep) }
         pendingFireRecords = [:]
-        let log = self.log
-        store.apply(changes) { result in
-            if case .failure(let error) = result { log.error("cannot save the fire records: \(error.message)") }
-        }
+        store.record(changes)
     }
 
-    /// Returns once every change handed to the store so far is on disk. Called before `OK` to a request
-    /// that changed jobs; never on the registry's queue.
-    nonisolated func durable() async throws(TimerdError) {
+    /// Returns once every change handed to the store so far has been tried (at stop: what cannot be
+    /// written is reported by the store's health). Never on the registry's queue.
+    nonisolated func flushStore() async {
         guard let store else { return }
-        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, StoreError>, Never>) in
-            store.apply([]) { continuation.resume(returning: $0) }
-        }
-        if case .failure(let error) = result {
-            throw TimerdError(.internal, "the change is in effect but could not be saved: \(error.message)")
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            store.apply([]) { _ in continuation.resume() }
         }
     }
 

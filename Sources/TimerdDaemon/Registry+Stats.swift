@@ -28,7 +28,22 @@ extension Registry {
             lateness_ms: Self.percentiles(lateness.summary(now: now)),
             exec_ms: Self.percentiles(execLatency.summary(now: now)),
             requests: requests, rss_bytes: (try? CurrentProcess.residentSetBytes()) ?? 0,
-            uptime_seconds: Double((now - startedMono).nanoseconds) / 1e9, mode: engine.currentMode, version: version)
+            uptime_seconds: Double((now - startedMono).nanoseconds) / 1e9, mode: engine.currentMode, version: version,
+            storage: storageStats())
+    }
+
+    /// The store's health and counters for `STATS` (nil without a store).
+    nonisolated func storageStats() -> DaemonStats.Storage? {
+        guard let store else { return nil }
+        let counters = store.counters
+        switch store.health {
+        case .ok:
+            return DaemonStats.Storage(state: "ok", write_errors: counters.writeErrors, held: counters.backlog, lost: counters.lost)
+        case .failing(let since, let reason):
+            return DaemonStats.Storage(
+                state: "failing", since: RFC3339.format(since), reason: reason, write_errors: counters.writeErrors,
+                held: counters.backlog, lost: counters.lost)
+        }
     }
 
     private static func percentiles(_ summary: SlidingWindow.Summary) -> DaemonStats.Percentiles {

@@ -14,10 +14,16 @@ extension Registry {
             if let at, next == nil || at < next!.at || (at == next!.at && name < next!.name) { next = (name, at) }
         }
         let count = engine.jobs.count
-        let base = clusterStatus() + "\(count) job\(count == 1 ? "" : "s"), \(engine.runningTotal) running"
+        let base = storageStatus() + clusterStatus() + "\(count) job\(count == 1 ? "" : "s"), \(engine.runningTotal) running"
         guard let next else { return base + ", nothing scheduled" }
         let seconds = next.at.nanosecondsSinceEpoch / 1_000_000_000
         return base + ", next: \(next.name) at \(SystemClock.localTimeOfDay(seconds))"
+    }
+
+    /// `state not saved (disk full): changes refused; ` while the store cannot write (nothing otherwise).
+    func storageStatus() -> String {
+        guard case .failing(_, let reason)? = store?.health else { return "" }
+        return "state not saved (\(reason)): changes refused; "
     }
 
     /// `cluster leader; `, `cluster follower (leader b); `, `cluster: etcd unavailable; ` (nothing on a

@@ -40,6 +40,12 @@ actor Registry {
     var ownerWatches: [JobName: (jobID: UInt64, watch: IOWatcher.Registration)] = [:]
     /// `WHY` records waiting to be written (see `Registry+State.swift`).
     var pendingFireRecords: [FireRecordKey: (fire: StoredFire, keep: Int)] = [:]
+    /// Jobs named by a request whose change is being written; a request naming one of them waits.
+    var namesBeingChanged: Set<JobName> = []
+    var nameWaiters: [CheckedContinuation<Void, Never>] = []
+    /// While the store fails: the durable jobs as they were then, for a fresh `state.db` (see
+    /// `Registry+Storage.swift`).
+    nonisolated let storeSnapshot = Locked<[StoreChange]?>(nil)
     var fireRecordFlushScheduled = false
 
     /// Last-run outputs held for `show`, and the bookkeeping of `max_output_memory`.
@@ -97,21 +103,48 @@ actor Registry {
     /// the engine's answer to a request.
     @discardableResult
     func deliver(_ input: Input) -> Result<Answer, TimerdError>? {
-        var answer: Result<Answer, TimerdError>?
-        for effect in engine.handle(input, at: clock.now()) {
-            if case .reply(let result) = effect {
-                answer = result
-            } else {
-                interpret(effect)
-            }
-        }
-        return answer
+        let handled = handle(input)
+        precondition(handled.writeAhead == nil, "a change to write ahead outside `request`")
+        return handled.answer
     }
 
-    /// `deliver` for a request: its answer, or its error thrown.
+    private func handle(_ input: Input) -> (answer: Result<Answer, TimerdError>?, writeAhead: (change: UInt64, records: [Persist])?) {
+        var answer: Result<Answer, TimerdError>?
+        var writeAhead: (change: UInt64, records: [Persist])?
+        for effect in engine.handle(input, at: clock.now()) {
+            switch effect {
+            case .reply(let result): answer = result
+            case .writeAhead(let change, let records): writeAhead = (change, records)
+            default: interpret(effect)
+            }
+        }
+        return (answer, writeAhead)
+    }
+
+    /// A request that may change jobs: its answer once the change is in effect, which is once what it
+    /// changes is on disk; or its error, and then nothing changed (`docs/state.md`). Requests naming
+    /// the same job take effect one after the other, in the order they came.
     @discardableResult
-    func request(_ input: Input) throws(TimerdError) -> Answer {
-        guard let answer = deliver(input) else { preconditionFailure("the engine did not answer a request") }
+    func request(_ input: Input, naming names: [JobName]) async throws(TimerdError) -> Answer {
+        while names.contains(where: namesBeingChanged.contains) {
+            await withCheckedContinuation { nameWaiters.append($0) }
+        }
+        namesBeingChanged.formUnion(names)
+        defer {
+            namesBeingChanged.subtract(names)
+            let waiters = nameWaiters
+            nameWaiters = []
+            for waiter in waiters { waiter.resume() }
+        }
+        let handled = handle(input)
+        if let answer = handled.answer { return try answer.get() }
+        guard let (change, records) = handled.writeAhead else { preconditionFailure("the engine did not answer a request") }
+        let saved: Input
+        switch await writeAhead(records) {
+        case .success: saved = .changeSaved(change)
+        case .failure(let error): saved = .changeNotSaved(change, error)
+        }
+        guard let answer = handle(saved).answer else { preconditionFailure("the engine did not answer a saved change") }
         return try answer.get()
     }
 
@@ -119,14 +152,14 @@ actor Registry {
 
     /// Adds a job and arms its timer. Throws `exists` if the name is taken, `bad-argument` if an `at` time
     /// has already passed or the owner process does not exist.
-    func add(_ spec: JobSpec, origin: JobOrigin, connection: Int? = nil, owner: Client = .daemon) throws(TimerdError) {
+    func add(_ spec: JobSpec, origin: JobOrigin, connection: Int? = nil, owner: Client = .daemon) async throws(TimerdError) {
         let request = AddJob(spec: spec, origin: origin, owner: owner.requester, civil: try HostConfig.civilSchedule(for: spec),
                              connection: connection)
         try checkAdd(request)
         // The owner process is watched from before the job exists, so its exit cannot be missed.
         let watch = try watchOwner(of: spec, origin: origin)
         do {
-            try self.request(.add(request))
+            try await self.request(.add(request), naming: [spec.name])
         } catch {
             if let watch { Self.release(watch) }
             throw error
@@ -153,23 +186,23 @@ actor Registry {
     func generateName() -> JobName { engine.generateName() }
 
     /// Cancels runtime jobs: every one or none. With `checkOnly`, only throws what cancelling would throw.
-    func cancel(_ names: [JobName], by client: Client = .daemon, checkOnly: Bool = false) throws(TimerdError) {
-        try request(.cancel(names, by: client.requester, checkOnly: checkOnly))
+    func cancel(_ names: [JobName], by client: Client = .daemon, checkOnly: Bool = false) async throws(TimerdError) {
+        try await request(.cancel(names, by: client.requester, checkOnly: checkOnly), naming: names)
     }
 
     /// Pauses jobs: their timers stop; fires that fall due while paused are skipped (reported at resume).
-    func pause(_ names: [JobName], by client: Client = .daemon, checkOnly: Bool = false) throws(TimerdError) {
-        try request(.pause(names, by: client.requester, checkOnly: checkOnly))
+    func pause(_ names: [JobName], by client: Client = .daemon, checkOnly: Bool = false) async throws(TimerdError) {
+        try await request(.pause(names, by: client.requester, checkOnly: checkOnly), naming: names)
     }
 
     /// Resumes paused jobs (a job that is not paused is left alone, so resuming is idempotent).
-    func resume(_ names: [JobName], mode: ResumeMode, by client: Client = .daemon, checkOnly: Bool = false) throws(TimerdError) {
-        try request(.resume(names, mode, by: client.requester, checkOnly: checkOnly))
+    func resume(_ names: [JobName], mode: ResumeMode, by client: Client = .daemon, checkOnly: Bool = false) async throws(TimerdError) {
+        try await request(.resume(names, mode, by: client.requester, checkOnly: checkOnly), naming: names)
     }
 
     /// Fires a job once now, outside its schedule (`RUN`). Returns what happened to the fire.
-    func runNow(_ name: JobName, by client: Client = .daemon) throws(TimerdError) -> String {
-        guard case .fire(let status) = try request(.runNow(name, by: client.requester)) else { return "skipped" }
+    func runNow(_ name: JobName, by client: Client = .daemon) async throws(TimerdError) -> String {
+        guard case .fire(let status) = try await request(.runNow(name, by: client.requester), naming: [name]) else { return "skipped" }
         return status
     }
 

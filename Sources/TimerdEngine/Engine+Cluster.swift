@@ -124,11 +124,10 @@ extension Engine {
             guard shared.revision > existing.sharedRevision else { return }
             if existing.spec.options == shared.spec.options, existing.ownerUID == shared.ownerUID, existing.addedWall == shared.addedAt {
                 jobs[name]!.sharedRevision = shared.revision
-                let root = Requester(uid: 0, isAdmin: true, label: "cluster")
                 if shared.paused, existing.state == .scheduled {
-                    try? pause([name], by: root, checkOnly: false)
+                    pause([name])
                 } else if !shared.paused, existing.state == .paused {
-                    try? resume([name], mode: .onSchedule, by: root, checkOnly: false)
+                    resume([name], mode: .onSchedule)
                 }
                 return
             }

@@ -267,9 +267,9 @@ extension Engine {
     }
 
     /// Jobs that come back after a restart: added at run time and not bound to an owner.
-    func isDurable(_ job: EngineJob) -> Bool { job.origin == .runtime && job.spec.owner == nil }
+    package func isDurable(_ job: EngineJob) -> Bool { job.origin == .runtime && job.spec.owner == nil }
 
-    func storedState(_ job: EngineJob) -> StoredJobState {
+    package func storedState(_ job: EngineJob) -> StoredJobState {
         StoredJobState(
             name: job.spec.name, options: job.spec.options, paused: job.state == .paused, runs: job.runs, addedAt: job.addedWall,
             lastScheduled: job.lastScheduledWall, anchor: job.anchorWall, ownerUID: job.ownerUID, shared: job.shared)
@@ -278,14 +278,14 @@ extension Engine {
     /// Stores the job as it is now (if it is durable).
     mutating func persistJob(_ job: EngineJob) {
         guard isDurable(job) else { return }
-        out.append(.persist(.job(storedState(job))))
+        persist(.job(storedState(job)))
     }
 
     /// Stores a job's last scheduled fire and run count.
     mutating func persistFire(_ job: EngineJob) {
         let name = job.name
         if isDurable(job) {
-            out.append(.persist(.fire(name, runs: job.runs, lastScheduled: job.lastScheduledWall, configJob: false)))
+            persist(.fire(name, runs: job.runs, lastScheduled: job.lastScheduledWall, configJob: false))
         } else if job.origin != .runtime, job.lastScheduledWall != nil {
             out.append(.persist(.fire(name, runs: job.runs, lastScheduled: job.lastScheduledWall, configJob: true)))
         }

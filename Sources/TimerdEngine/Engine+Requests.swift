@@ -13,8 +13,12 @@ extension Engine {
             let whence = existing.origin == .runtime ? "added at run time" : "declared in the config"
             throw TimerdError(.exists, "a job named \(spec.name) already exists (\(whence)); cancel it first or pick another name")
         }
+        if addsBeingSaved.contains(where: { $0.spec.name == spec.name }) {
+            throw TimerdError(.exists, "a job named \(spec.name) is being added; pick another name")
+        }
         let maxJobs = settings.userMaxJobs
-        if !request.owner.isAdmin, jobs.countByOwner[request.owner.uid, default: 0] >= maxJobs {
+        let owned = jobs.countByOwner[request.owner.uid, default: 0] + addsBeingSaved.count(where: { $0.ownerUID == request.owner.uid })
+        if !request.owner.isAdmin, owned >= maxJobs {
             throw TimerdError(.tooManyJobs, "uid \(request.owner.uid) already has \(maxJobs) jobs (user_max_jobs); cancel some first")
         }
         if case .at(let time) = spec.schedule, request.origin == .runtime, time < now.wall {
@@ -46,8 +50,130 @@ extension Engine {
         return spec.cluster ?? (origin == .runtime)
     }
 
-    /// Adds a job and arms it.
+    // MARK: - Changes asked for
+    //
+    // A request is checked at once; what it changes takes effect only once its records are durable
+    // (`Effect.writeAhead`), so an error reply always means nothing changed. Each verb has a check
+    // (throws, changes nothing), the records it writes ahead, and its change.
+
+    /// A request: its answer now when it changes nothing durable, or nil while its records are written.
+    mutating func request(_ input: Input) -> Result<Answer, TimerdError>? {
+        let change: PlannedChange
+        do { change = try plan(input) } catch { return .failure(error) }
+        guard !change.records.isEmpty else { return apply(change) }
+        let number = nextChangeNumber
+        nextChangeNumber += 1
+        awaitingSave[number] = change
+        out.append(.writeAhead(change: number, records: change.records))
+        return nil
+    }
+
+    private mutating func plan(_ input: Input) throws(TimerdError) -> PlannedChange {
+        switch input {
+        case .add(let request):
+            try checkAddLoggingRefusal(request)
+            let job = makeJob(request)
+            return PlannedChange(kind: .add(job, request), records: isSavedByRequests(job) ? [.job(storedState(job))] : [])
+        case .cancel(let names, let requester, let checkOnly):
+            try checkCancel(names, by: requester)
+            if checkOnly { return PlannedChange(kind: .checked, records: []) }
+            return PlannedChange(kind: .cancel(names), records: savedJobs(names).map { .deleteJob($0.name) })
+        case .pause(let names, let requester, let checkOnly):
+            try checkPause(names, by: requester)
+            if checkOnly { return PlannedChange(kind: .checked, records: []) }
+            let records = savedJobs(names).filter { $0.state == .scheduled }.map { job -> Persist in
+                var stored = storedState(job)
+                stored.paused = true
+                return .job(stored)
+            }
+            return PlannedChange(kind: .pause(names), records: records)
+        case .resume(let names, let mode, let requester, let checkOnly):
+            try checkResume(names, mode: mode, by: requester)
+            if checkOnly { return PlannedChange(kind: .checked, records: []) }
+            let records = savedJobs(names).filter { $0.state == .paused || !mode.isOnSchedule }.map { job -> Persist in
+                var stored = storedState(job)
+                stored.paused = false
+                if case .after(let delay) = mode, case .every = job.spec.schedule { stored.anchor = now.wall(of: now.mono + delay) }
+                return .job(stored)
+            }
+            return PlannedChange(kind: .resume(names, mode), records: records)
+        case .runNow(let name, let requester):
+            let job = try checkRunNow(name, by: requester)
+            guard isSavedByRequests(job) else { return PlannedChange(kind: .runNow(name), records: []) }
+            // The run count as it will be once this fire starts (it may wait for a run slot or a run).
+            let startsNow = (job.active.isEmpty && job.waitingForSlot == 0 || job.spec.overlap == .allow)
+                && runningTotal < settings.maxRunning
+            let runs = job.runs + (startsNow ? 1 : 0)
+            return PlannedChange(
+                kind: .runNow(name), records: [.fire(name, runs: runs, lastScheduled: job.lastScheduledWall, configJob: false)])
+        default:
+            preconditionFailure("not a request that changes jobs: \(input)")
+        }
+    }
+
+    /// A checked change takes effect (its records, if any, are durable).
+    mutating func apply(_ change: PlannedChange) -> Result<Answer, TimerdError> {
+        savedAhead = change.records
+        defer { savedAhead = [] }
+        switch change.kind {
+        case .checked:
+            return .success(.done)
+        case .add(let job, let request):
+            return Result { () throws(TimerdError) in
+                try insert(job, request)
+                return .done
+            }
+        case .cancel(let names):
+            for name in names { remove(name, reason: "cancelled") }
+            return .success(.done)
+        case .pause(let names):
+            pause(names)
+            return .success(.done)
+        case .resume(let names, let mode):
+            resume(names, mode: mode)
+            return .success(.done)
+        case .runNow(let name):
+            guard let job = jobs[name] else { return .failure(TimerdError(.noSuchJob, "no job named \(name)")) }
+            guard !shuttingDown else { return .failure(TimerdError(.shuttingDown, "timerd is shutting down")) }
+            log(.info, name, "run requested (RUN)")
+            let status = fire(job, PendingFire(kind: .manual, scheduled: now.mono, scheduledWall: now.wall, sequence: 0))
+            persistFire(job)
+            return .success(.fire(status))
+        }
+    }
+
+    /// The jobs among `names` whose request changes are written ahead: the durable ones, but not cluster
+    /// jobs (etcd holds those; this node's copy is a cache written after).
+    private func savedJobs(_ names: [JobName]) -> [EngineJob] {
+        names.compactMap { jobs[$0] }.filter(isSavedByRequests)
+    }
+
+    func isSavedByRequests(_ job: EngineJob) -> Bool { isDurable(job) && !job.shared }
+
+    /// Jobs added by requests whose records are being written: their names and owners' counts are taken.
+    var addsBeingSaved: [EngineJob] {
+        awaitingSave.values.compactMap { if case .add(let job, _) = $0.kind { job } else { nil } }
+    }
+
+    /// Emits a durable change, unless the change being applied wrote it ahead.
+    mutating func persist(_ change: Persist) {
+        if let index = savedAhead.firstIndex(of: change) {
+            savedAhead.remove(at: index)
+            return
+        }
+        out.append(.persist(change))
+    }
+
+    // MARK: - Adding and removing
+
+    /// Adds a job and arms it at once (config jobs; requests go through `request`).
     mutating func add(_ request: AddJob) throws(TimerdError) {
+        try checkAddLoggingRefusal(request)
+        try insert(makeJob(request), request)
+    }
+
+    /// `checkAdd`, logging a refusal for `user_max_jobs` (an operator wants to see who hits the limit).
+    private mutating func checkAddLoggingRefusal(_ request: AddJob) throws(TimerdError) {
         do {
             try checkAdd(request)
         } catch where error.code == .tooManyJobs {
@@ -55,17 +181,31 @@ extension Engine {
             log(.warning, Self.refusedForTooManyJobs(request, limit: limit))
             throw error
         }
+    }
+
+    /// A new job for `request`, its schedule started from now; not in the table yet.
+    private mutating func makeJob(_ request: AddJob) -> EngineJob {
         let spec = request.spec
-        let name = spec.name
         let job = EngineJob(id: nextJobID, spec: spec, origin: request.origin, ownerUID: request.owner.uid)
         nextJobID += 1
-        namesEverUsed.insert(name.rawValue)
         job.shared = sharesJob(spec, origin: request.origin)
         job.civil = request.civil
         if spec.owner == .connection { job.ownerConnection = request.connection }
         job.addedWall = now.wall
         startSchedule(job)
         if let grid = job.grid { job.anchorWall = now.wall(of: grid.first) }
+        return job
+    }
+
+    /// Puts a job made by `makeJob` in the table and arms it.
+    private mutating func insert(_ job: EngineJob, _ request: AddJob) throws(TimerdError) {
+        let spec = request.spec
+        let name = spec.name
+        // Only a config job or a cluster job can have taken the name while the request was written.
+        if let existing = jobs[name] {
+            throw TimerdError(.exists, "a job named \(name) already exists (\(existing.origin == .runtime ? "added at run time" : "declared in the config"))")
+        }
+        namesEverUsed.insert(name.rawValue)
         jobs[name] = job
         persistJob(job)
         log(.info, name, "added (\(request.origin.label)): \(spec.schedule.summary): \(spec.action.summary)")
@@ -76,22 +216,22 @@ extension Engine {
         if case .at(let time) = spec.schedule, time < now.wall {
             // Only config jobs get here: their time passed before this daemon loaded them. At start-up,
             // `restore` applies the job's misfire policy; at a reload the time is simply past.
-            jobs[name]!.state = .finished
+            job.state = .finished
             if initialConfigApplied {
                 noteSkip(job, count: 1, scheduled: time, reason: "its time \(RFC3339.format(time)) passed before timerd loaded it")
             }
             return
         }
         if job.civil != nil, job.nextWall == nil {
-            jobs[name]!.state = .finished
+            job.state = .finished
             log(.warning, name, "\(spec.schedule.summary) has no fire time after now; the job will never fire")
             return
         }
         arm(job)
     }
 
-    /// Cancels runtime jobs. All names are checked first: either every one is cancelled or none is.
-    mutating func cancel(_ names: [JobName], by requester: Requester, checkOnly: Bool) throws(TimerdError) {
+    /// Throws what cancelling would: every job must exist, be the requester's, and be a runtime job.
+    private mutating func checkCancel(_ names: [JobName], by requester: Requester) throws(TimerdError) {
         for name in names {
             let job = try lookup(name, changedBy: requester)
             if case .config(let file, let line) = job.origin {
@@ -100,15 +240,13 @@ extension Engine {
                     "\(name) is declared in \(file):\(line); remove it there and reload (it can be paused)")
             }
         }
-        if checkOnly { return }
-        for name in names { remove(name, reason: "cancelled") }
     }
 
     /// Removes a job, stops its timer and drops its pending fires. Running runs finish on their own.
     package mutating func remove(_ name: JobName, reason: String) {
         guard let job = jobs.removeValue(forKey: name) else { return }
         // Its stored spec and history go with it (a config job removed from the config too).
-        if job.spec.owner == nil { out.append(.persist(.deleteJob(name))) }
+        if job.spec.owner == nil { persist(.deleteJob(name)) }
         disarm(job)
         if case .process = job.spec.owner { out.append(.unwatchOwner(name, jobID: job.id)) }
         let dropped = job.pending
@@ -121,12 +259,14 @@ extension Engine {
         decide(.cancelled(name, reason: message))
     }
 
-    /// Pauses jobs: their timers stop; fires that fall due while paused are skipped (reported at resume).
-    mutating func pause(_ names: [JobName], by requester: Requester, checkOnly: Bool) throws(TimerdError) {
+    private mutating func checkPause(_ names: [JobName], by requester: Requester) throws(TimerdError) {
         for name in names {
             if try lookup(name, changedBy: requester).state == .finished { throw finishedError(name) }
         }
-        if checkOnly { return }
+    }
+
+    /// Pauses jobs: their timers stop; fires that fall due while paused are skipped (reported at resume).
+    mutating func pause(_ names: [JobName]) {
         for name in names where jobs[name]?.state == .scheduled {
             let job = jobs[name]!
             job.state = .paused
@@ -144,8 +284,7 @@ extension Engine {
         }
     }
 
-    /// Resumes paused jobs (a job that is not paused is left alone, so resuming is idempotent).
-    mutating func resume(_ names: [JobName], mode: ResumeMode, by requester: Requester, checkOnly: Bool) throws(TimerdError) {
+    private mutating func checkResume(_ names: [JobName], mode: ResumeMode, by requester: Requester) throws(TimerdError) {
         guard !shuttingDown else { throw TimerdError(.shuttingDown, "timerd is shutting down") }
         for name in names {
             let job = try lookup(name, changedBy: requester)
@@ -154,7 +293,10 @@ extension Engine {
                 throw TimerdError(.badArgument, "\(name) is a cluster job: RESUME it on its schedule (then RUN it if it must run now)")
             }
         }
-        if checkOnly { return }
+    }
+
+    /// Resumes paused jobs (a job that is not paused is left alone, so resuming is idempotent).
+    mutating func resume(_ names: [JobName], mode: ResumeMode) {
         for name in names {
             guard let job = jobs[name] else { continue }
             let wasPaused = job.state == .paused
@@ -205,8 +347,8 @@ extension Engine {
         }
     }
 
-    /// Fires a job once now, outside its schedule (`RUN`). Returns what happened to the fire.
-    mutating func runNow(_ name: JobName, by requester: Requester) throws(TimerdError) -> String {
+    /// Throws what `RUN` would throw, and takes the owner's run token for it.
+    private mutating func checkRunNow(_ name: JobName, by requester: Requester) throws(TimerdError) -> EngineJob {
         guard !shuttingDown else { throw TimerdError(.shuttingDown, "timerd is shutting down") }
         let job = try lookup(name, changedBy: requester)
         if !job.active.isEmpty {
@@ -222,11 +364,9 @@ extension Engine {
             let limit = settings.userMaxRunsPerMinute
             throw TimerdError(.rateLimited, "uid \(job.ownerUID)'s jobs started \(limit) runs in the last minute (user_max_runs_per_minute); try again later")
         }
-        log(.info, name, "run requested (RUN)")
-        let status = fire(job, PendingFire(kind: .manual, scheduled: now.mono, scheduledWall: now.wall, sequence: 0))
-        persistFire(job)
-        return status
+        return job
     }
+
 
     // MARK: - Modes
 
@@ -282,6 +422,9 @@ extension Engine {
     /// nothing changes.
     mutating func applyConfig(_ declared: [DeclaredJob], maxRunning: Int) throws(TimerdError) {
         let conflicts = declared.compactMap { job -> String? in
+            if addsBeingSaved.contains(where: { $0.spec.name == job.spec.name }) {
+                return "\(job.file):\(job.line): job \"\(job.spec.name)\" has the name of a job being added at run time"
+            }
             guard let existing = jobs[job.spec.name], existing.origin == .runtime else { return nil }
             return "\(job.file):\(job.line): job \"\(job.spec.name)\" has the name of a job added at run time (cancel that one first)"
         }

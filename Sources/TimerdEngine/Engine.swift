@@ -104,6 +104,10 @@ package enum Input: Sendable {
     case reload([DeclaredJob], maxRunning: Int)
     /// Start-up, after the config: the runtime jobs and config jobs' last fires from `state.db`.
     case restore(RestoredState)
+    /// The records of a request's change (`Effect.writeAhead`) are durable: the change takes effect.
+    case changeSaved(UInt64)
+    /// They could not be written: the change is dropped and the request answered with `error`.
+    case changeNotSaved(UInt64, TimerdError)
 
     // Timers, runs, the host.
     /// A job's armed deadline was reached.
@@ -220,6 +224,11 @@ package struct Engine: Sendable {
     package internal(set) var clusterLeader: String?
     var nextClaimToken: UInt64 = 1
     var claims: [UInt64: PendingFire] = [:]
+    /// Requests' changes whose records are being written (`Effect.writeAhead`), by change number.
+    var awaitingSave: [UInt64: PlannedChange] = [:]
+    var nextChangeNumber: UInt64 = 1
+    /// While a saved change is applied: its records, already durable, so not written again.
+    var savedAhead: [Persist] = []
 
     /// Finished runtime jobs kept for `show`; beyond this the oldest finished ones are forgotten.
     package static let finishedRuntimeJobsKept = 1_000
@@ -241,23 +250,16 @@ package struct Engine: Sendable {
         out.reserveCapacity(8)
         var answer: Result<Answer, TimerdError>?
         switch input {
-        case .add(let request):
-            answer = Result { () throws(TimerdError) in try add(request); return .done }
-        case .cancel(let names, let requester, let checkOnly):
-            answer = Result { () throws(TimerdError) in try cancel(names, by: requester, checkOnly: checkOnly); return .done }
-        case .pause(let names, let requester, let checkOnly):
-            answer = Result { () throws(TimerdError) in try pause(names, by: requester, checkOnly: checkOnly); return .done }
-        case .resume(let names, let mode, let requester, let checkOnly):
-            answer = Result { () throws(TimerdError) in
-                try resume(names, mode: mode, by: requester, checkOnly: checkOnly)
-                return .done
-            }
-        case .runNow(let name, let requester):
-            answer = Result { () throws(TimerdError) in .fire(try runNow(name, by: requester)) }
+        case .add, .cancel, .pause, .resume, .runNow:
+            answer = request(input)
         case .switchMode(let mode):
             answer = .success(.released(switchMode(to: mode)))
         case .reload(let declared, let maxRunning):
             answer = Result { () throws(TimerdError) in try applyConfig(declared, maxRunning: maxRunning); return .done }
+        case .changeSaved(let number):
+            if let change = awaitingSave.removeValue(forKey: number) { answer = apply(change) }
+        case .changeNotSaved(let number, let error):
+            if awaitingSave.removeValue(forKey: number) != nil { answer = .failure(error) }
         case .restore(let state):
             restore(state)
         case .deadlineReached(let name, let jobID):

@@ -292,6 +292,10 @@ package enum Effect: Sendable {
     /// Cluster mode: tell the other nodes of a finished run of a shared job.
     indirect case publishRun(FinishedRun)
     indirect case persist(Persist)
+    /// A request's change, checked but not in effect yet: write `records` all or nothing, then answer
+    /// `Input.changeSaved(change)` or `Input.changeNotSaved(change, error)`. Only then does the change
+    /// take effect (or not at all), and the request get its answer.
+    case writeAhead(change: UInt64, records: [Persist])
     /// Stop watching the job's owner process (`owner=pid:N`; the interpreter watches it from the `ADD`).
     case unwatchOwner(JobName, jobID: UInt64)
     /// `on_failure=` / `on_recovery=`: a finished run changed the job's health.
@@ -302,4 +306,21 @@ package enum Effect: Sendable {
     case drained
     /// The answer to a request input (`add` … `reload`), in order with the effects of the change.
     case reply(Result<Answer, TimerdError>)
+}
+
+/// A request's change, checked, with the records that must be durable before it takes effect.
+struct PlannedChange: Sendable {
+    enum Kind: Sendable {
+        /// The job made for the request (not in the table until the change is saved).
+        case add(EngineJob, AddJob)
+        case cancel([JobName])
+        case pause([JobName])
+        case resume([JobName], ResumeMode)
+        case runNow(JobName)
+        /// A `checkOnly` request: nothing to change.
+        case checked
+    }
+
+    var kind: Kind
+    var records: [Persist]
 }

@@ -201,6 +201,10 @@ package struct Simulation {
                 }
             case .persist(let change):
                 remember(change)
+            case .writeAhead(let number, let records):
+                // The simulated store never fails.
+                records.forEach { remember($0) }
+                apply(engine.handle(.changeSaved(number), at: now))
             case .decision(let decision):
                 note(decision)
             case .claim, .publishRun, .unwatchOwner, .notifyTransition, .log, .drained, .reply:

@@ -230,11 +230,39 @@ public struct DaemonStats: Codable, Equatable, Sendable {
     public var uptime_seconds: Double
     public var mode: String
     public var version: String
+    /// The state directory's health (absent when timerd keeps no state).
+    public var storage: Storage?
+
+    /// Whether the state store can write, and what it could not (`docs/state.md`).
+    public struct Storage: Codable, Equatable, Sendable {
+        /// `ok` or `failing`.
+        public var state: String
+        /// While failing: since when (RFC 3339) and why.
+        public var since: String?
+        public var reason: String?
+        /// Transactions that failed since start.
+        public var write_errors: Int
+        /// Background changes held until the store can write again.
+        public var held: Int
+        /// Background changes given up since start (more were held than the limit).
+        public var lost: Int
+
+        public init(state: String, since: String? = nil, reason: String? = nil, write_errors: Int, held: Int, lost: Int) {
+            self.state = state
+            self.since = since
+            self.reason = reason
+            self.write_errors = write_errors
+            self.held = held
+            self.lost = lost
+        }
+    }
 
     public init(
         jobs: JobCounts, runs: RunCounts, running: Int, pending: Int, skipped: Int, lateness_ms: Percentiles,
-        exec_ms: Percentiles, requests: Int, rss_bytes: UInt64, uptime_seconds: Double, mode: String, version: String
+        exec_ms: Percentiles, requests: Int, rss_bytes: UInt64, uptime_seconds: Double, mode: String, version: String,
+        storage: Storage? = nil
     ) {
+        self.storage = storage
         self.jobs = jobs
         self.runs = runs
         self.running = running

@@ -238,6 +238,15 @@ public final class StateStore: Sendable {
     /// Whether writes work.
     public var health: StoreHealth { .ok }
 
+    /// `handler` hears of each change of `health`, once per transition, on the store's queue
+    /// (TODO: storage faults).
+    public func onHealthChange(_ handler: @escaping @Sendable (StoreHealthChange) -> Void) {}
+
+    /// What a fresh `state.db` must hold when the old one was removed or replaced while open: every
+    /// durable job; nil when the daemon has none ready yet (the store tries again later). Called on the
+    /// store's queue (TODO: storage faults).
+    public func setSnapshotProvider(_ provider: @escaping @Sendable () -> [StoreChange]?) {}
+
     /// The store's counters since it was opened.
     public var counters: StoreCounters {
         var counters = StoreCounters()

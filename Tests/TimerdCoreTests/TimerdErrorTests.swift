@@ -42,7 +42,7 @@ struct TimerdErrorTests {
         #expect(raws == [
             "unknown-verb", "bad-argument", "missing-argument", "bad-quoting", "line-too-long", "bad-encoding",
             "no-such-job", "exists", "declared-in-config", "finished", "busy", "invalid-config", "permission-denied",
-            "too-many-jobs", "rate-limited", "too-many-connections", "idle-timeout", "cluster-unavailable", "shutting-down",
+            "too-many-jobs", "rate-limited", "too-many-connections", "idle-timeout", "cluster-unavailable", "storage-unavailable", "shutting-down",
             "internal",
         ])
     }

@@ -47,6 +47,8 @@ struct Driver {
     var engine: Engine
     let clock: ManualClock
     var effects: [Effect] = []
+    /// What the store answers a request's records (`Effect.writeAhead`): saved, unless this is set.
+    var saveFailure: TimerdError?
 
     init(settings: EngineSettings = EngineSettings(), at start: String = "2026-01-05T00:00:00Z") {
         engine = Engine(settings: settings)
@@ -56,7 +58,23 @@ struct Driver {
     @discardableResult
     mutating func handle(_ input: Input) -> [Effect] {
         effects = engine.handle(input, at: clock.now())
+        // A request's change is answered by the store at once: its effects follow the write.
+        for case .writeAhead(let change, _) in effects {
+            let answer: Input = saveFailure.map { .changeNotSaved(change, $0) } ?? .changeSaved(change)
+            effects += engine.handle(answer, at: clock.now())
+        }
         return effects
+    }
+
+    /// The records a request wrote ahead, and every record written behind, in order.
+    var records: [Persist] {
+        effects.flatMap { effect -> [Persist] in
+            switch effect {
+            case .writeAhead(_, let records): records
+            case .persist(let record): [record]
+            default: []
+            }
+        }
     }
 
     mutating func add(_ name: String, _ options: [String: String], owner: Requester = T.root, connection: Int? = nil) -> Result<Answer, TimerdError>? {

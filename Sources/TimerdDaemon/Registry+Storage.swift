@@ -1,0 +1,51 @@
+import TimerdCore
+import TimerdEngine
+import TimerdStore
+import TimerdSystem
+
+/// The state store's health as the daemon shows it: logged once per episode, on `WATCH`, in `STATUS=`;
+/// and the snapshot of durable jobs the store writes when it has to start a fresh `state.db`.
+extension Registry {
+    /// Listens to the store (no-op without one).
+    func watchStoreHealth() {
+        guard let store else { return }
+        store.onHealthChange { [unowned self] change in
+            self.enqueue { $0.storeHealthChanged(change) }
+        }
+        store.setSnapshotProvider { [unowned self] in self.storeSnapshot.withLock { $0 } }
+    }
+
+    private func storeHealthChanged(_ change: StoreHealthChange) {
+        switch change {
+        case .failing(_, let reason):
+            log.error(
+                "state: cannot write: \(reason). Jobs keep firing; changes are refused (storage-unavailable) and fire "
+                    + "bookkeeping and run history are held until it can write again")
+            emitDaemonEvent("storage", reason: "failing: \(reason)")
+            // What the store writes if it has to start a fresh state.db: the jobs as they are now; what
+            // changes after comes in the held changes, which are written after it.
+            storeSnapshot.withLock { $0 = durableSnapshot() }
+        case .recovered(let after, let written, let lost):
+            var message = "state: writing again after \(DurationText.format(after)); wrote \(written) held change(s)"
+            if lost > 0 { message += "; \(lost) change(s) of fire bookkeeping or run history could not be held and are lost" }
+            if lost > 0 { log.warning(message) } else { log.notice(message) }
+            emitDaemonEvent("storage", reason: "ok: " + message.dropFirst("state: ".count))
+            storeSnapshot.withLock { $0 = nil }
+        }
+        noteStatusChange()
+    }
+
+    /// Every durable job as `state.db` should hold it, and the config jobs' last fires.
+    private func durableSnapshot() -> [StoreChange] {
+        var changes: [StoreChange] = []
+        for name in engine.jobs.keys.sorted() {
+            let job = engine.job(name)!
+            if engine.isDurable(job) {
+                Self.storeChange(.job(engine.storedState(job))).map { changes.append($0) }
+            } else if job.origin != .runtime, let last = job.lastScheduledWall {
+                changes.append(.recordConfigJobFire(name.rawValue, lastScheduled: last))
+            }
+        }
+        return changes
+    }
+}

@@ -1,0 +1,137 @@
+import Testing
+import TimerdCore
+@testable import TimerdEngine
+
+/// A request's change is written ahead and takes effect only once saved: a write that fails leaves the
+/// engine as if the request had never come (`docs/state.md`).
+@Suite struct WriteAheadTests {
+    static let full = TimerdError(.storageUnavailable, "disk full")
+
+    /// The engine's answer to one input, the store not answering yet.
+    private static func unsaved(_ driver: inout Driver, _ input: Input) -> (change: UInt64, records: [Persist])? {
+        let effects = driver.engine.handle(input, at: driver.clock.now())
+        driver.effects = effects
+        for case .writeAhead(let change, let records) in effects { return (change, records) }
+        return nil
+    }
+
+    private static func isOutward(_ effect: Effect) -> Bool {
+        switch effect {
+        case .arm, .disarm, .startRun, .stopRun, .decision, .reply, .persist, .unwatchOwner, .notifyTransition: true
+        default: false
+        }
+    }
+
+    @Test func anAddIsInEffectOnlyOnceItsJobIsSaved() throws {
+        var driver = Driver()
+        let pending = try #require(Self.unsaved(&driver, .add(AddJob(
+            spec: T.spec("a", ["every": "10s"]), origin: .runtime, owner: T.root, civil: nil))))
+        // Nothing happens before the write: no timer, no decision, no reply; the job is not there.
+        #expect(!driver.effects.contains(where: Self.isOutward))
+        #expect(pending.records.count == 1)
+        guard case .job(let stored) = pending.records.first else { Issue.record("not a job record"); return }
+        #expect(stored.name == T.name("a") && !stored.paused && stored.runs == 0)
+        #expect(driver.engine.job(T.name("a")) == nil)
+        // The same name meanwhile is taken, and a config reload may not declare it.
+        #expect(driver.add("a", ["every": "1m"])?.code == .exists)
+        driver.handle(.reload([T.declared("a", ["every": "1m"])], maxRunning: 4))
+        #expect(driver.reply?.code == .invalidConfig)
+
+        driver.effects = driver.engine.handle(.changeSaved(pending.change), at: driver.clock.now())
+        #expect(driver.reply == .success(.done))
+        #expect(driver.armed.count == 1)
+        #expect(driver.engine.job(T.name("a")) != nil)
+        // What was written ahead is not written again.
+        #expect(!driver.effects.contains { if case .persist(.job) = $0 { true } else { false } })
+    }
+
+    @Test func anAddThatCannotBeSavedLeavesNothing() throws {
+        var driver = Driver()
+        driver.saveFailure = Self.full
+        #expect(driver.add("a", ["every": "10s"]) == .failure(Self.full))
+        #expect(driver.engine.job(T.name("a")) == nil)
+        #expect(driver.armed.isEmpty && driver.decisions.isEmpty)
+        // The name is free again, and does not count against its owner.
+        let alice = Requester(uid: 1000, isAdmin: false, label: "uid 1000")
+        var limited = Driver(settings: EngineSettings(userMaxJobs: 1))
+        limited.saveFailure = Self.full
+        _ = limited.add("mine", ["every": "1m"], owner: alice)
+        limited.saveFailure = nil
+        #expect(limited.add("mine", ["every": "1m"], owner: alice) == .success(.done))
+        driver.saveFailure = nil
+        #expect(driver.add("a", ["every": "10s"]) == .success(.done))
+    }
+
+    @Test func addsBeingSavedCountAgainstTheirOwnersLimit() throws {
+        let alice = Requester(uid: 1000, isAdmin: false, label: "uid 1000")
+        var driver = Driver(settings: EngineSettings(userMaxJobs: 1))
+        let first = Self.unsaved(&driver, .add(AddJob(spec: T.spec("one", ["every": "1m"]), origin: .runtime, owner: alice, civil: nil)))
+        #expect(first != nil)
+        _ = Self.unsaved(&driver, .add(AddJob(spec: T.spec("two", ["every": "1m"]), origin: .runtime, owner: alice, civil: nil)))
+        #expect(driver.reply?.code == .tooManyJobs)
+    }
+
+    @Test(arguments: ["cancel", "pause", "resume", "resume-now", "run"])
+    func aChangeThatCannotBeSavedChangesNothing(verb: String) throws {
+        var driver = Driver()
+        let start = driver.clock.now()
+        _ = driver.add("a", ["every": "10s"])
+        let name = T.name("a")
+        if verb.hasPrefix("resume") { driver.handle(.pause([name], by: T.root, checkOnly: false)) }
+        let job = try #require(driver.engine.job(name))
+        let before = (state: job.state, runs: job.runs, next: job.nextMono, active: job.active.count)
+
+        driver.saveFailure = Self.full
+        driver.clock.advance(by: .seconds(3))
+        let input: Input = switch verb {
+        case "cancel": .cancel([name], by: T.root, checkOnly: false)
+        case "pause": .pause([name], by: T.root, checkOnly: false)
+        case "resume": .resume([name], .onSchedule, by: T.root, checkOnly: false)
+        case "resume-now": .resume([name], .now, by: T.root, checkOnly: false)
+        default: .runNow(name, by: T.root)
+        }
+        driver.handle(input)
+        #expect(driver.reply == .failure(Self.full))
+        #expect(driver.effects.filter(Self.isOutward).count == 1)  // the reply only
+        let after = try #require(driver.engine.job(name))
+        #expect(after === job)
+        #expect((after.state, after.runs, after.nextMono, after.active.count) == before)
+        #expect(driver.engine.runningTotal == 0)
+
+        // Saved, the same request takes effect and writes each record once.
+        driver.saveFailure = nil
+        driver.handle(input)
+        #expect(driver.reply?.isSuccess == true)
+        let written = driver.records
+        #expect(written.count == Set(written.map { "\($0)" }).count)
+        switch verb {
+        case "cancel": #expect(driver.engine.job(name) == nil)
+        case "pause": #expect(after.state == .paused)
+        case "resume": #expect(after.state == .scheduled && after.nextMono == start.mono + .seconds(10))
+        default: #expect(after.runs == 1 && driver.starts.count == 1)
+        }
+    }
+
+    @Test func checkOnlyWritesNothing() {
+        var driver = Driver()
+        _ = driver.add("a", ["every": "10s"])
+        driver.handle(.pause([T.name("a")], by: T.root, checkOnly: true))
+        #expect(driver.reply == .success(.done))
+        #expect(driver.records.isEmpty)
+        #expect(driver.engine.job(T.name("a"))?.state == .scheduled)
+    }
+
+    @Test func jobsThatAreNotKeptAreChangedAtOnce() {
+        var driver = Driver()
+        // owner=connection jobs end with their connection: nothing of them is written.
+        #expect(driver.add("mine", ["every": "10s", "owner": "connection"], connection: 7) == .success(.done))
+        #expect(driver.effects.allSatisfy { if case .writeAhead = $0 { false } else { true } })
+        driver.handle(.pause([T.name("mine")], by: T.root, checkOnly: false))
+        #expect(driver.effects.allSatisfy { if case .writeAhead = $0 { false } else { true } })
+        #expect(driver.reply == .success(.done))
+    }
+}
+
+extension Result {
+    var isSuccess: Bool { if case .success = self { true } else { false } }
+}
