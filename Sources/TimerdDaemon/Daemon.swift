@@ -101,7 +101,11 @@ public actor Daemon {
         let stateDirectory = options.stateDirectory ?? DaemonOptions.defaultStateDirectory()
         let opened: (store: StateStore, recovered: String?)
         do {
-            opened = try StateStore.open(directory: stateDirectory)
+            // Test hook, documented in docs/state.md: with TIMERD_TEST_FAILPOINTS=store-io-error, every
+            // write fails as an I/O error would while the file TIMERD_TEST_STORE_FAULT_FILE exists.
+            let faultFile = Self.failpoints.contains("store-io-error")
+                ? CurrentProcess.environmentVariable("TIMERD_TEST_STORE_FAULT_FILE") : nil
+            opened = try StateStore.open(directory: stateDirectory, faultFile: faultFile)
         } catch {
             // Under systemd, `systemctl status timerd` shows why it did not start.
             Notifier.status("cannot use the state directory \(stateDirectory): \(error.message)")

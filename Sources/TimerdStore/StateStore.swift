@@ -40,7 +40,10 @@ public final class StateStore: Sendable {
     /// database is created; `recovered` then says why and where the old file went. Nothing is deleted.
     /// Other failures (permissions, I/O errors, a lock held too long) throw and leave the file alone.
     /// The directory is created (mode 0700) when missing; a new `state.db` is created with mode 0600.
-    public static func open(directory: String) throws(StoreError) -> (store: StateStore, recovered: String?) {
+    ///
+    /// `faultFile` is a test hook: while a file exists at that path, every transaction fails as an I/O
+    /// error would (TODO: storage faults).
+    public static func open(directory: String, faultFile: String? = nil) throws(StoreError) -> (store: StateStore, recovered: String?) {
         try open(directory: directory, migrations: Schema.migrations, synchronous: .full)
     }
 
