@@ -110,7 +110,8 @@ extension Engine {
     /// only on the cluster's leader.
     mutating func arm(_ job: EngineJob) {
         let name = job.name
-        guard let deadline = job.deadline else { return }
+        // Stopping: nothing fires any more (a change saved while the stop began still takes effect).
+        guard !shuttingDown, let deadline = job.deadline else { return }
         if job.shared, clusterRole != .leader { return }
         out.append(.arm(name, jobID: job.id, deadline, leeway: job.spec.leeway))
     }
