@@ -3,13 +3,16 @@ import TimerdSystem
 
 /// The few file-system calls the store makes around SQLite, through TimerdSystem's wrappers.
 enum Files {
-    private static func failure(_ what: String, _ error: Errno) -> StoreError { StoreError("\(what): \(error)") }
+    private static func failure(_ what: String, _ error: Errno) -> StoreError { .system(what, error) }
 
     /// Creates `path` and its missing parents with mode 0700; fine when it is already a directory.
     static func makeDirectories(_ path: String) throws(StoreError) {
         guard !path.isEmpty else { throw StoreError("the state directory is empty") }
         do {
             try FileSystem.makeDirectories(path, mode: 0o700)
+        } catch .notDirectory {
+            // The path is wrong, not the disk.
+            throw StoreError("cannot create \(path): \(Errno.notDirectory)")
         } catch {
             throw failure("cannot create \(path)", error)
         }

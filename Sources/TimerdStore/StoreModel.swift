@@ -114,25 +114,6 @@ public enum StoreChange: Sendable, Equatable {
     case recordDueFire(StoredFire, keep: Int)
 }
 
-/// Why the store could not do what was asked (the SQLite message and code included).
-public struct StoreError: Error, Sendable, CustomStringConvertible {
-    public var message: String
-    /// The primary SQLite result code behind the error, or 0 when it did not come from SQLite.
-    var sqliteCode: Int32
-
-    public init(_ message: String) {
-        self.message = message
-        self.sqliteCode = 0
-    }
-
-    init(_ message: String, sqliteCode: Int32) {
-        self.message = message
-        self.sqliteCode = sqliteCode
-    }
-
-    public var description: String { message }
-}
-
 /// Whether the store can write (`timerctl stats`, `STATUS=`, the metrics file).
 public enum StoreHealth: Sendable, Equatable {
     case ok
