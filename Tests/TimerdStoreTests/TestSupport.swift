@@ -73,13 +73,24 @@ func fileMode(_ path: String) -> UInt32 {
     return stat(path, &info) == 0 ? info.st_mode & 0o7777 : 0
 }
 
+/// A small deterministic generator (a 64-bit LCG's high bits): the same bytes and the same "random"
+/// changes on every run, so a failure can be replayed.
+struct Deterministic {
+    var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+
+    mutating func next() -> UInt64 {
+        state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+        return state >> 33
+    }
+
+    /// A number in 0..<bound.
+    mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
+}
+
 /// Deterministic bytes that are not a database.
 func garbage(_ count: Int) -> [UInt8] {
-    var state: UInt64 = 0x9E37_79B9_7F4A_7C15
-    return (0..<count).map { _ in
-        state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
-        return UInt8(truncatingIfNeeded: state >> 33)
-    }
+    var random = Deterministic()
+    return (0..<count).map { _ in UInt8(truncatingIfNeeded: random.next()) }
 }
 
 let t0 = WallTime(seconds: 1_795_000_000, nanoseconds: 123_456_789)
