@@ -30,98 +30,34 @@ public final class StateStore: Sendable {
 
     // MARK: Opening
 
-    /// `PRAGMA synchronous`: FULL in production; NORMAL only to measure what FULL costs.
-    enum Synchronous: String { case full = "FULL", normal = "NORMAL" }
-
-    /// Opens (creating) `<directory>/state.db` and brings its schema up to date.
+    /// Opens (creating) `<directory>/state.db`, brings its schema up to date and checks that it can write.
     ///
     /// A file that is not a database, fails `PRAGMA quick_check` or has a schema version newer than this
     /// build knows is moved aside to `state.db.corrupt-<UTC time>` (with its `-wal` and `-shm`) and a fresh
     /// database is created; `recovered` then says why and where the old file went. Nothing is deleted.
-    /// Other failures (permissions, I/O errors, a lock held too long) throw and leave the file alone.
-    /// The directory is created (mode 0700) when missing; a new `state.db` is created with mode 0600.
+    /// Other failures throw, naming the path and the OS or SQLite error, and leave the file alone: the
+    /// directory cannot be created or written, `state.db` is not writable (SQLite would open it read-only
+    /// without a word), I/O errors, a lock held too long. `StoreError.isStorageFault` tells those (a fault
+    /// of the disk, file system or file) from the rest (the path is not a directory, the file needs
+    /// write-ahead logging it cannot have). The directory is created (mode 0700) when missing; a new
+    /// `state.db` is created with mode 0600.
     public static func open(directory: String) throws(StoreError) -> (store: StateStore, recovered: String?) {
         try open(directory: directory, migrations: Schema.migrations, synchronous: .full)
     }
 
     static func open(
-        directory: String, migrations: [Migration], synchronous: Synchronous
+        directory: String, migrations: [Migration], synchronous: StoreFile.Synchronous
     ) throws(StoreError) -> (store: StateStore, recovered: String?) {
         try Files.makeDirectories(directory)
-        let path = directory + "/state.db"
-        let knownVersion = migrations.last?.version ?? 0
-        var recovered: String?
-        var database: Database
-        switch try inspect(path, knownVersion: knownVersion) {
-        case .usable(let opened):
-            database = opened
-        case .unusable(let why):
-            let movedTo = try Files.moveAside(path)
-            recovered = "\(path) \(why); moved it to \(movedTo) and started a fresh state database"
-            switch try inspect(path, knownVersion: knownVersion) {
-            case .usable(let opened): database = opened
-            case .unusable(let why): throw StoreError("\(path): a fresh database \(why)")
-            }
-        }
+        let opened = try StoreFile.open(directory + "/state.db", migrations: migrations, synchronous: synchronous)
         do {
-            try configure(database, synchronous: synchronous)
-            try Schema.migrate(database, migrations: migrations)
+            try StoreFile.probe(opened.database, version: migrations.last?.version ?? 0)
             try Files.syncDirectory(directory)
         } catch {
-            database.close()
+            opened.database.close()
             throw error
         }
-        return (StateStore(database: database), recovered)
-    }
-
-    private enum Inspection {
-        case usable(Database)
-        case unusable(String)
-    }
-
-    /// Opens `path` and checks it without writing: a database, not corrupt, not from a newer build.
-    private static func inspect(_ path: String, knownVersion: Int) throws(StoreError) -> Inspection {
-        try Files.createIfMissing(path, mode: 0o600)
-        // Not even a SQLite header: leave it to no SQLite code (which might take its -wal for its own).
-        let header = try Files.prefix(path, count: 16)
-        if !header.isEmpty && header != Array("SQLite format 3\0".utf8) {
-            return .unusable("is not a SQLite database")
-        }
-        let database = try Database(path: path)
-        database.setPersistentWAL(true)
-        do {
-            let version = try database.userVersion
-            if version > knownVersion {
-                database.close()
-                return .unusable(
-                    "has schema version \(version), newer than this build knows (\(knownVersion)): it was written by a newer timerd")
-            }
-            let problems = try database.strings("PRAGMA quick_check")
-            if problems != ["ok"] {
-                database.close()
-                let shown = problems.prefix(3).joined(separator: "; ")
-                return .unusable("failed its integrity check (\(shown)\(problems.count > 3 ? "; …" : ""))")
-            }
-            database.setPersistentWAL(false)
-            return .usable(database)
-        } catch {
-            database.close()
-            if error.sqliteCode == SQLITE_NOTADB { return .unusable("is not a SQLite database") }
-            if error.sqliteCode == SQLITE_CORRUPT {
-                return .unusable("is corrupt (\(String(cString: sqlite3_errstr(SQLITE_CORRUPT))))")
-            }
-            throw error
-        }
-    }
-
-    private static func configure(_ database: Database, synchronous: Synchronous) throws(StoreError) {
-        let mode = try database.strings("PRAGMA journal_mode = WAL").first ?? ""
-        guard mode.lowercased() == "wal" else {
-            throw StoreError("\(database.path): cannot use write-ahead logging (journal mode stays \"\(mode)\")")
-        }
-        // PRAGMA values cannot be bound; these are fixed words of this file.
-        try database.executeScript("PRAGMA synchronous = \(synchronous.rawValue)")
-        try database.executeScript("PRAGMA foreign_keys = ON")
+        return (StateStore(database: opened.database), opened.recovered)
     }
 
     // MARK: Reading

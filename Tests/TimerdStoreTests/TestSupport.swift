@@ -104,3 +104,49 @@ func run(_ job: String, _ number: Int, result: String = "ok") -> StoredRun {
         job: job, run: number, scheduledAt: t0 + .seconds(number), startedAt: t0 + .seconds(number),
         endedAt: t0 + .seconds(number) + .milliseconds(5), result: result, exitCode: 0, output: "run \(number)\n")
 }
+
+/// Runs `argv` (argv[0] an absolute path) with posix_spawn, its output discarded, and waits for it;
+/// returns its exit status (-1 when it could not be started or was killed).
+@discardableResult
+func runCommand(_ argv: [String]) -> Int32 {
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+    var arguments = argv.map { strdup($0) }
+    arguments.append(nil)
+    defer { for argument in arguments { free(argument) } }
+    var pid: pid_t = 0
+    guard posix_spawn(&pid, argv[0], &actions, nil, arguments, environ) == 0 else { return -1 }
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+    // WIFEXITED / WEXITSTATUS, which Swift does not import.
+    return status & 0x7F == 0 ? (status >> 8) & 0xFF : -1
+}
+
+/// A tmpfs mounted (as root) at `<directory>/fs`, unmounted by `unmount()`, lazily when it is busy.
+struct TemporaryMount {
+    let path: String
+
+    init(in directory: TemporaryDirectory, size: String) throws {
+        path = directory.path + "/fs"
+        guard mkdir(path, 0o700) == 0 else { throw StoreError("mkdir \(path) failed") }
+        guard runCommand(["/bin/mount", "-t", "tmpfs", "-o", "size=\(size),mode=0700", "tmpfs", path]) == 0 else {
+            throw StoreError("mount -t tmpfs at \(path) failed")
+        }
+    }
+
+    /// `mount -o remount,<options>`; whether it worked (a remount read-only fails while a file on it is
+    /// open for writing: EBUSY).
+    @discardableResult
+    func remount(_ options: String) -> Bool {
+        runCommand(["/bin/mount", "-o", "remount,\(options)", path]) == 0
+    }
+
+    func unmount() {
+        if runCommand(["/bin/umount", path]) != 0 { runCommand(["/bin/umount", "-l", path]) }
+    }
+}
+
+let isRoot = geteuid() == 0
