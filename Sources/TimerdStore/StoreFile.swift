@@ -3,9 +3,10 @@ import TimerdSystem
 
 /// Opening `state.db`: at start-up, and again when a failing store opens the file afresh.
 enum StoreFile {
-    /// An open, configured database at the current schema version.
+    /// An open, configured database at the current schema version, and the file it has open.
     struct Opened {
         var database: Database
+        var pin: PinnedFile
         /// Why an unusable file was moved aside and a fresh one started, and where it went.
         var recovered: String?
     }
@@ -38,11 +39,23 @@ enum StoreFile {
         do {
             try configure(database, synchronous: synchronous)
             try Schema.migrate(database, migrations: migrations)
-            return Opened(database: database, recovered: recovered)
+            return Opened(database: database, pin: try PinnedFile(path), recovered: recovered)
         } catch {
             database.close()
             throw error
         }
+    }
+
+    /// Opens the file at `path` again, known to be the one opened before (no checks, no migration).
+    static func reopen(_ path: String, synchronous: Synchronous) throws(StoreError) -> Database {
+        let database = try writableDatabase(path)
+        do {
+            try configure(database, synchronous: synchronous)
+        } catch {
+            database.close()
+            throw error
+        }
+        return database
     }
 
     /// Writes to the database and commits (one page; `user_version` set to what it is): whether writes

@@ -13,6 +13,8 @@ struct TemporaryDirectory {
         path = String(cString: made)
     }
 
+    init(path: String) { self.path = path }
+
     func remove() { Self.removeTree(path) }
 
     static func removeTree(_ path: String) {
@@ -103,6 +105,25 @@ func run(_ job: String, _ number: Int, result: String = "ok") -> StoredRun {
     StoredRun(
         job: job, run: number, scheduledAt: t0 + .seconds(number), startedAt: t0 + .seconds(number),
         endedAt: t0 + .seconds(number) + .milliseconds(5), result: result, exitCode: 0, output: "run \(number)\n")
+}
+
+/// Waits for `condition` to hold, checking every 2 ms, for at most `timeout` seconds: it waits on what the
+/// test observes (the store's health, its counters), never a fixed delay; the timeout only bounds a
+/// failing test. Returns whether it held.
+@discardableResult
+func eventually(timeout: Double = 20, _ condition: () throws -> Bool) rethrows -> Bool {
+    let deadline = monotonicSeconds() + timeout
+    while monotonicSeconds() < deadline {
+        if try condition() { return true }
+        usleep(2_000)
+    }
+    return try condition()
+}
+
+func monotonicSeconds() -> Double {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
 }
 
 /// Runs `argv` (argv[0] an absolute path) with posix_spawn, its output discarded, and waits for it;
