@@ -335,4 +335,70 @@ import TimerdCore
         let notDirectory = try #require(throws: StoreError.self) { try StateStore.open(directory: dir.path + "/file") }
         #expect(!notDirectory.isStorageFault)
     }
+
+    // MARK: A real file system
+
+    /// A 600 KiB tmpfs filled by background records until SQLITE_FULL, given room, then remounted
+    /// read-only and back (only possible while the store has no descriptor open for writing: the kernel
+    /// refuses with EBUSY otherwise).
+    @Test(.enabled(if: isRoot, "mounts a tmpfs, which needs root"))
+    func fullAndReadOnlyFileSystems() throws {
+        let dir = try TemporaryDirectory()
+        let mount = try TemporaryMount(in: dir, size: "600k")
+        defer {
+            mount.unmount()
+            dir.remove()
+        }
+        let fixture = try Fixture(in: dir, stateDirectory: mount.path + "/state")
+        defer { fixture.store.close() }
+        let store = fixture.store
+        try store.applyAndWait([.putJob(job("a"))])
+        // The kernel refuses to make a file system read-only while a file on it is open for writing.
+        #expect(!mount.remount("ro"))
+
+        let output = String(repeating: "x", count: 1000)
+        var number = 0
+        let filled = eventually(timeout: 60) {
+            number += 1
+            store.record([.recordRun(StoredRun(job: "a", run: number, startedAt: t0, endedAt: t0, result: "ok", output: output), keep: 100_000)])
+            store.flush()
+            return fixture.isFailing
+        }
+        #expect(filled)
+        let full = store.counters
+        print("a 600k tmpfs was full after \(full.transactions) transactions (\(number) runs of 1 KB each, one transaction each)")
+        guard case .failing(_, let reason) = store.health else { return }
+        #expect(reason.hasPrefix("disk full (SQLITE_FULL)"), "\(reason)")
+        let error = try #require(throws: StoreError.self) { try store.applyAndWait([.putJob(job("critical"))]) }
+        #expect(error.isStorageFault)
+        store.record([.recordFire("a", runs: number, lastScheduled: t0)])
+        #expect(eventually { store.counters.backlog >= 2 })
+        let held = store.counters.backlog
+
+        #expect(mount.remount("size=8m"))
+        #expect(fixture.waitForRecovery())
+        guard case .recovered(_, let written, let lost, let rebuilt) = fixture.reported.last else {
+            Issue.record("no recovery reported: \(fixture.reported)")
+            return
+        }
+        #expect((written, lost, rebuilt) == (held, 0, false))
+        #expect(try store.jobs().map(\.name) == ["a"])
+        #expect(try store.jobs().first?.runs == number)
+        #expect(try store.history(job: "a", limit: 1).first?.run == number)
+
+        // Read-only: fail first (the failpoint), so that between attempts no descriptor is open for writing.
+        try fixture.injectFault()
+        #expect(throws: StoreError.self) { try store.applyAndWait([.putJob(job("critical"))]) }
+        #expect(eventually { mount.remount("ro") })
+        fixture.healFault()
+        #expect(eventually { if case .failing(_, let reason) = store.health { reason.contains("(EROFS)") } else { false } })
+        store.record([.recordRun(run("a", number + 1), keep: 100_000)])
+        #expect(throws: StoreError.self) { try store.applyAndWait([.putJob(job("critical"))]) }
+        #expect(mount.remount("rw"))
+        #expect(fixture.waitForRecovery())
+        #expect(fixture.reported.count == 4)
+        #expect(fixture.reported.last.map { if case .recovered(_, 1, 0, false) = $0 { true } else { false } } == true, "\(fixture.reported)")
+        #expect(try store.history(job: "a", limit: 1).first?.run == number + 1)
+        #expect(try store.jobs().map(\.name) == ["a"])
+    }
 }
