@@ -92,12 +92,19 @@ extension Registry {
         store.record(changes)
     }
 
-    /// Returns once every change handed to the store so far has been tried (at stop: what cannot be
-    /// written is reported by the store's health). Never on the registry's queue.
+    /// Returns once every change handed to the store so far has been tried; what it still holds then (it
+    /// cannot write) is lost with the stop, and the log says how much. Never on the registry's queue.
     nonisolated func flushStore() async {
         guard let store else { return }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            store.apply([]) { _ in continuation.resume() }
+            DispatchQueue.global().async {
+                store.flush()
+                continuation.resume()
+            }
+        }
+        let held = store.counters.backlog
+        if held > 0, case .failing(_, let reason) = store.health {
+            log.error("state: \(held) held change(s) of fire bookkeeping and run history are lost with the stop (\(reason))")
         }
     }
 

@@ -13,6 +13,8 @@ extension Registry {
             self.enqueue { $0.storeHealthChanged(change) }
         }
         store.setSnapshotProvider { [unowned self] in self.storeSnapshot.withLock { $0 } }
+        let log = self.log
+        store.onDiagnostic { log.warning("state: \($0)") }
     }
 
     private func storeHealthChanged(_ change: StoreHealthChange) {
@@ -25,10 +27,11 @@ extension Registry {
             // What the store writes if it has to start a fresh state.db: the jobs as they are now; what
             // changes after comes in the held changes, which are written after it.
             storeSnapshot.withLock { $0 = durableSnapshot() }
-        case .recovered(let after, let written, let lost):
+        case .recovered(let after, let written, let lost, let rebuilt):
             var message = "state: writing again after \(DurationText.format(after)); wrote \(written) held change(s)"
-            if lost > 0 { message += "; \(lost) change(s) of fire bookkeeping or run history could not be held and are lost" }
-            if lost > 0 { log.warning(message) } else { log.notice(message) }
+            if lost > 0 { message += "; \(lost) change(s) of run history could not be held and are lost" }
+            if rebuilt { message += "; state.db is a new file now, with every job as it is in memory: the run history before is not in it" }
+            if lost > 0 || rebuilt { log.warning(message) } else { log.notice(message) }
             emitDaemonEvent("storage", reason: "ok: " + message.dropFirst("state: ".count))
             storeSnapshot.withLock { $0 = nil }
         }

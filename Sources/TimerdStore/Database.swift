@@ -1,5 +1,6 @@
 internal import CSQLite
 import TimerdCore
+import TimerdSystem
 
 /// A value bound to a statement parameter. Values only ever reach SQL this way, never by interpolation.
 enum SQLValue {
@@ -52,7 +53,7 @@ final class Database {
         guard code == SQLITE_OK, let handle else {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(code))
             sqlite3_close_v2(handle)
-            throw StoreError("cannot open \(path): \(message)", sqliteCode: code & 0xFF)
+            throw StoreError("cannot open \(path): \(message)", sqliteCode: code)
         }
         self.handle = handle
         sqlite3_busy_timeout(handle, 5_000)
@@ -82,14 +83,31 @@ final class Database {
         return sqlite3_get_autocommit(handle) == 0
     }
 
+    /// Whether SQLite opened the file read-only: it does so silently when the file or its file system is
+    /// not writable (`sqlite3_db_readonly`).
+    var isReadOnly: Bool {
+        guard let handle else { return false }
+        return sqlite3_db_readonly(handle, "main") == 1
+    }
+
+    /// The SQLite error `code` (and the OS error under it, for the codes about files) as a `StoreError`.
     private func error(_ what: String, _ code: Int32) -> StoreError {
         let detail = handle.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(code))
-        return StoreError("\(path): \(what): \(detail) (SQLite code \(code))", sqliteCode: code & 0xFF)
+        let extended = handle.map { sqlite3_extended_errcode($0) } ?? code
+        var systemError: Errno?
+        if let handle, [SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN, SQLITE_READONLY, SQLITE_PERM].contains(code & 0xFF) {
+            let number = sqlite3_system_errno(handle)
+            if number != 0 { systemError = Errno(rawValue: number) }
+        }
+        let under = systemError.map { ", \($0)" } ?? ""
+        return StoreError(
+            "\(path): \(what): \(detail) (SQLite code \(extended)\(under))", sqliteCode: code, extendedCode: extended,
+            systemError: systemError)
     }
 
     private func prepared(_ sql: String) throws(StoreError) -> OpaquePointer {
         if let statement = statements[sql] { return statement }
-        guard let handle else { throw StoreError("\(path): the state store is closed") }
+        guard let handle else { throw StoreError.closed(path) }
         var statement: OpaquePointer?
         let code = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
         guard code == SQLITE_OK, let statement else { throw error("preparing \"\(sql)\"", code) }
@@ -151,7 +169,7 @@ final class Database {
 
     /// Runs a script of statements without parameters (schema definitions), unprepared.
     func executeScript(_ sql: String) throws(StoreError) {
-        guard let handle else { throw StoreError("\(path): the state store is closed") }
+        guard let handle else { throw StoreError.closed(path) }
         let code = sqlite3_exec(handle, sql, nil, nil, nil)
         guard code == SQLITE_OK else { throw error(String(sql.prefix(60)), code) }
     }

@@ -3,13 +3,16 @@ import TimerdSystem
 
 /// The few file-system calls the store makes around SQLite, through TimerdSystem's wrappers.
 enum Files {
-    private static func failure(_ what: String, _ error: Errno) -> StoreError { StoreError("\(what): \(error)") }
+    private static func failure(_ what: String, _ error: Errno) -> StoreError { .system(what, error) }
 
     /// Creates `path` and its missing parents with mode 0700; fine when it is already a directory.
     static func makeDirectories(_ path: String) throws(StoreError) {
         guard !path.isEmpty else { throw StoreError("the state directory is empty") }
         do {
             try FileSystem.makeDirectories(path, mode: 0o700)
+        } catch .notDirectory {
+            // The path is wrong, not the disk.
+            throw StoreError("cannot create \(path): \(Errno.notDirectory)")
         } catch {
             throw failure("cannot create \(path)", error)
         }
@@ -70,6 +73,57 @@ enum Files {
             try FileSystem.syncDirectory(path)
         } catch {
             throw failure("cannot sync \(path)", error)
+        }
+    }
+}
+
+/// A read-only descriptor on the database file, and which file it is: the store compares the path with
+/// it before each transaction, since SQLite would go on writing to a removed or replaced file, and all of
+/// it would be gone at the next start. Held open, it also keeps the inode's number from being reused by a
+/// new file at the path. Read-only, it does not keep the file system from being remounted read-only.
+final class PinnedFile {
+    private let descriptor: FileDescriptor
+    let device: UInt64
+    let inode: UInt64
+
+    /// Opens `path` read-only. Throws a storage fault naming `path`.
+    init(_ path: String) throws(StoreError) {
+        do {
+            descriptor = try FileDescriptor.open(path, .readOnly)
+        } catch {
+            throw .system("cannot open \(path)", error)
+        }
+        do {
+            (device, inode) = try descriptor.deviceAndInode()
+        } catch {
+            try? descriptor.close()
+            throw .system("cannot stat \(path)", error)
+        }
+    }
+
+    deinit { try? descriptor.close() }
+
+    /// Whether `path` names this file now (one `stat`); false when it names nothing or cannot be checked.
+    func isAt(_ path: String) -> Bool {
+        guard let now = try? FileSystem.deviceAndInode(path) else { return false }
+        return now == (device, inode)
+    }
+
+    /// Throws the storage fault "`path` was removed" or "… was replaced by another file" unless `path`
+    /// still names this file.
+    func check(_ path: String) throws(StoreError) {
+        let now: (device: UInt64, inode: UInt64)
+        do {
+            now = try FileSystem.deviceAndInode(path)
+        } catch .noSuchFileOrDirectory {
+            throw .fault("\(path) was removed: writes to it would be lost", reason: "\(path) was removed")
+        } catch {
+            throw .system("cannot check \(path)", error)
+        }
+        guard now == (device, inode) else {
+            throw .fault(
+                "\(path) was replaced by another file: writes to the old one would be lost",
+                reason: "\(path) was replaced by another file")
         }
     }
 }

@@ -1,130 +1,82 @@
-internal import CSQLite
 import Dispatch
 import TimerdCore
+import TimerdSystem
 
 /// The daemon's durable state: jobs added at run time, their fire bookkeeping and run history, and the
 /// last scheduled fire of config jobs, in `<state directory>/state.db` (SQLite, WAL, `synchronous=FULL`).
 ///
-/// Every call runs on the store's own serial queue: reads wait for it (`queue.sync`), `apply` does not.
-/// Changes submitted while a transaction is being written are group-committed in the next one, so many
-/// callers share one fsync.
+/// Two kinds of writes: a caller's batch (`apply`: a request such as ADD or CANCEL) is all or nothing and
+/// told which; background changes (`record`: fire bookkeeping, run history) are never reported, and while
+/// writes fail they are held, in order, and written first by the next transaction that commits. Changes
+/// submitted while a transaction is being written are group-committed in the next one, so many callers
+/// share one fsync.
 ///
-/// `Sendable` because its only state is two constants: the serial queue, and the `Connection` that holds
-/// the SQLite handle and is only touched on that queue.
+/// When writes fail for a storage fault (`StoreError.isStorageFault`) the store is `failing` until a
+/// transaction commits again: it retries on its own (0.5 s doubling to 5 s), and a new `apply` tries at
+/// once. Before each transaction it checks (one `stat`) that the path still names the file it has open: a
+/// removed or replaced `state.db` is a fault too, and the retry starts a new file at the path with the
+/// daemon's jobs (`setSnapshotProvider`). No timer runs while writes work.
+///
+/// Every call runs on the store's own serial queue: reads wait for it (`queue.sync`), `apply` and `record`
+/// do not; `health` and `counters` read a copy under a lock and never wait for a transaction.
+///
+/// `Sendable` because its only state is the `Connection`, whose mutable state is only touched on its
+/// serial queue.
 public final class StateStore: Sendable {
-    private let queue: DispatchQueue
     private let connection: Connection
 
-    private init(database: Database) {
-        queue = DispatchQueue(label: "timerd.store")
-        connection = Connection(database: database)
-        queue.setSpecific(key: connection.queueKey, value: 1)
+    private init(connection: Connection) {
+        self.connection = connection
     }
 
     deinit {
         // Async: the last reference may go inside a `done` callback, on the queue itself. Pending writes
-        // were queued before this, so they are committed first.
+        // were queued before this, so they are attempted first.
         let connection = connection
-        queue.async { connection.close() }
+        connection.queue.async { connection.close() }
     }
 
     // MARK: Opening
 
-    /// `PRAGMA synchronous`: FULL in production; NORMAL only to measure what FULL costs.
-    enum Synchronous: String { case full = "FULL", normal = "NORMAL" }
-
-    /// Opens (creating) `<directory>/state.db` and brings its schema up to date.
+    /// Opens (creating) `<directory>/state.db`, brings its schema up to date and checks that it can write.
     ///
     /// A file that is not a database, fails `PRAGMA quick_check` or has a schema version newer than this
     /// build knows is moved aside to `state.db.corrupt-<UTC time>` (with its `-wal` and `-shm`) and a fresh
     /// database is created; `recovered` then says why and where the old file went. Nothing is deleted.
-    /// Other failures (permissions, I/O errors, a lock held too long) throw and leave the file alone.
-    /// The directory is created (mode 0700) when missing; a new `state.db` is created with mode 0600.
+    /// Other failures throw, naming the path and the OS or SQLite error, and leave the file alone: the
+    /// directory cannot be created or written, `state.db` is not writable (SQLite would open it read-only
+    /// without a word), I/O errors, a lock held too long. `StoreError.isStorageFault` tells those (a fault
+    /// of the disk, file system or file) from the rest (the path is not a directory, the file needs
+    /// write-ahead logging it cannot have). The directory is created (mode 0700) when missing; a new
+    /// `state.db` is created with mode 0600.
     ///
-    /// `faultFile` is a test hook: while a file exists at that path, every transaction fails as an I/O
-    /// error would (TODO: storage faults).
-    public static func open(directory: String, faultFile: String? = nil) throws(StoreError) -> (store: StateStore, recovered: String?) {
-        try open(directory: directory, migrations: Schema.migrations, synchronous: .full)
+    /// `clock` dates health changes (nil: the host's clocks). `faultFile` is the failpoint
+    /// `store-io-error`: while a file exists at that path, every transaction fails as with SQLITE_IOERR
+    /// after its statements ran and before COMMIT.
+    public static func open(
+        directory: String, clock: (any Clock)? = nil, faultFile: String? = nil
+    ) throws(StoreError) -> (store: StateStore, recovered: String?) {
+        try open(directory: directory, migrations: Schema.migrations, synchronous: .full, clock: clock, faultFile: faultFile)
     }
 
     static func open(
-        directory: String, migrations: [Migration], synchronous: Synchronous
+        directory: String, migrations: [Migration], synchronous: StoreFile.Synchronous, clock: (any Clock)? = nil,
+        faultFile: String? = nil, backlogLimit: Int = 100_000,
+        retry: (first: Duration, longest: Duration) = (.milliseconds(500), .seconds(5))
     ) throws(StoreError) -> (store: StateStore, recovered: String?) {
+        let settings = Connection.Settings(
+            directory: directory, migrations: migrations, synchronous: synchronous, clock: clock ?? HostClocks(),
+            faultFile: faultFile, backlogLimit: backlogLimit, firstRetry: retry.first, longestRetry: retry.longest)
         try Files.makeDirectories(directory)
-        let path = directory + "/state.db"
-        let knownVersion = migrations.last?.version ?? 0
-        var recovered: String?
-        var database: Database
-        switch try inspect(path, knownVersion: knownVersion) {
-        case .usable(let opened):
-            database = opened
-        case .unusable(let why):
-            let movedTo = try Files.moveAside(path)
-            recovered = "\(path) \(why); moved it to \(movedTo) and started a fresh state database"
-            switch try inspect(path, knownVersion: knownVersion) {
-            case .usable(let opened): database = opened
-            case .unusable(let why): throw StoreError("\(path): a fresh database \(why)")
-            }
-        }
+        let opened = try StoreFile.open(settings.path, migrations: migrations, synchronous: synchronous)
         do {
-            try configure(database, synchronous: synchronous)
-            try Schema.migrate(database, migrations: migrations)
+            try StoreFile.probe(opened.database, version: settings.version)
             try Files.syncDirectory(directory)
         } catch {
-            database.close()
+            opened.database.close()
             throw error
         }
-        return (StateStore(database: database), recovered)
-    }
-
-    private enum Inspection {
-        case usable(Database)
-        case unusable(String)
-    }
-
-    /// Opens `path` and checks it without writing: a database, not corrupt, not from a newer build.
-    private static func inspect(_ path: String, knownVersion: Int) throws(StoreError) -> Inspection {
-        try Files.createIfMissing(path, mode: 0o600)
-        // Not even a SQLite header: leave it to no SQLite code (which might take its -wal for its own).
-        let header = try Files.prefix(path, count: 16)
-        if !header.isEmpty && header != Array("SQLite format 3\0".utf8) {
-            return .unusable("is not a SQLite database")
-        }
-        let database = try Database(path: path)
-        database.setPersistentWAL(true)
-        do {
-            let version = try database.userVersion
-            if version > knownVersion {
-                database.close()
-                return .unusable(
-                    "has schema version \(version), newer than this build knows (\(knownVersion)): it was written by a newer timerd")
-            }
-            let problems = try database.strings("PRAGMA quick_check")
-            if problems != ["ok"] {
-                database.close()
-                let shown = problems.prefix(3).joined(separator: "; ")
-                return .unusable("failed its integrity check (\(shown)\(problems.count > 3 ? "; …" : ""))")
-            }
-            database.setPersistentWAL(false)
-            return .usable(database)
-        } catch {
-            database.close()
-            if error.sqliteCode == SQLITE_NOTADB { return .unusable("is not a SQLite database") }
-            if error.sqliteCode == SQLITE_CORRUPT {
-                return .unusable("is corrupt (\(String(cString: sqlite3_errstr(SQLITE_CORRUPT))))")
-            }
-            throw error
-        }
-    }
-
-    private static func configure(_ database: Database, synchronous: Synchronous) throws(StoreError) {
-        let mode = try database.strings("PRAGMA journal_mode = WAL").first ?? ""
-        guard mode.lowercased() == "wal" else {
-            throw StoreError("\(database.path): cannot use write-ahead logging (journal mode stays \"\(mode)\")")
-        }
-        // PRAGMA values cannot be bound; these are fixed words of this file.
-        try database.executeScript("PRAGMA synchronous = \(synchronous.rawValue)")
-        try database.executeScript("PRAGMA foreign_keys = ON")
+        return (StateStore(connection: Connection(opened, settings: settings)), opened.recovered)
     }
 
     // MARK: Reading
@@ -213,48 +165,25 @@ public final class StateStore: Sendable {
 
     // MARK: Writing
 
-    /// Applies `changes` asynchronously, in one transaction with whatever else is waiting; `done` runs on
-    /// the store's queue once that transaction is durably committed, or with the error. Batches are
-    /// isolated by savepoints: one batch failing does not undo the others in its transaction (unless
-    /// SQLite had to roll back the whole transaction, when all of them fail). `done` must not block, and
-    /// may call the store's other methods.
+    /// Applies a caller's batch asynchronously, all or nothing, in one transaction with whatever else is
+    /// waiting: `done(.success)` once it is durably committed; otherwise none of `changes` is written and
+    /// `done` gets the error (a storage fault fails the whole transaction; a change SQLite refuses fails
+    /// its own batch only). While writes fail, it also starts an attempt at once. `done` runs on the
+    /// store's queue, must not block, and may call the store's other methods.
     public func apply(_ changes: [StoreChange], done: @escaping @Sendable (Result<Void, StoreError>) -> Void) {
         let connection = connection
-        let queue = queue
-        queue.async {
-            connection.pending.append(Connection.Batch(changes: changes, done: done))
-            if !connection.flushScheduled {
-                // Runs after the submissions already queued: they all join this transaction.
-                connection.flushScheduled = true
-                queue.async { connection.flush() }
-            }
-        }
+        connection.queue.async { connection.submit(changes, done: done) }
     }
 
-    /// Writes background changes (fire bookkeeping, run history, `WHY` records): never reported to a
-    /// caller. While writes fail they are held, in order, and written by the first transaction that
-    /// commits (TODO: storage faults; for now the same as `apply` with the failure dropped).
+    /// Writes background changes (fire bookkeeping, run history, `WHY` records, jobs that fires add or
+    /// delete): never reported to a caller. While writes fail they are held, in order, coalesced (a newer
+    /// fire of a job replaces the older; history beyond a job's `keep` goes; a deleted job's changes go),
+    /// and written first by the first transaction that commits; beyond the backlog's limit the oldest
+    /// history is given up (`counters.lost`), job state never. One SQLite refuses for what it is (not a
+    /// storage fault) is dropped and reported through `onDiagnostic`.
     public func record(_ changes: [StoreChange]) {
-        apply(changes) { _ in }
-    }
-
-    /// Whether writes work.
-    public var health: StoreHealth { .ok }
-
-    /// `handler` hears of each change of `health`, once per transition, on the store's queue
-    /// (TODO: storage faults).
-    public func onHealthChange(_ handler: @escaping @Sendable (StoreHealthChange) -> Void) {}
-
-    /// What a fresh `state.db` must hold when the old one was removed or replaced while open: every
-    /// durable job; nil when the daemon has none ready yet (the store tries again later). Called on the
-    /// store's queue (TODO: storage faults).
-    public func setSnapshotProvider(_ provider: @escaping @Sendable () -> [StoreChange]?) {}
-
-    /// The store's counters since it was opened.
-    public var counters: StoreCounters {
-        var counters = StoreCounters()
-        counters.transactions = transactions
-        return counters
+        let connection = connection
+        connection.queue.async { connection.submitBackground(changes) }
     }
 
     /// Applies `changes` (with whatever is pending) and returns once they are durably committed.
@@ -262,181 +191,72 @@ public final class StateStore: Sendable {
         try sync { connection in connection.commitNow(changes) }.get()
     }
 
-    /// Commits what is pending and closes the database. Later calls fail with "closed".
+    /// Waits until everything submitted before it has been attempted once (while failing, the held
+    /// changes once more). For the stop; from any thread but the store's queue (on it, runs in place).
+    public func flush() {
+        sync { connection in connection.flush() }
+    }
+
+    /// Attempts what is pending and closes the database. Later calls fail with "closed"; what is still
+    /// held is lost.
     public func close() {
         sync { connection in connection.close() }
     }
 
+    // MARK: Health
+
+    /// Whether writes work (a copy: never waits for a transaction).
+    public var health: StoreHealth { connection.published.withLock { $0.health } }
+
+    /// The store's counters since it was opened (a copy: never waits for a transaction).
+    public var counters: StoreCounters { connection.published.withLock { $0.counters } }
+
+    /// Sets the one handler of health changes, called on the store's queue exactly once per transition:
+    /// `.failing` at an episode's first failure, `.recovered` when a transaction commits again.
+    public func onHealthChange(_ handler: @escaping @Sendable (StoreHealthChange) -> Void) {
+        sync { connection in connection.healthHandler = handler }
+    }
+
+    /// Sets the one handler of the store's other notices, one line each, for the log: a background change
+    /// SQLite refused and that was dropped, an unusable file found at the path and moved aside while
+    /// writes were failing. Called on the store's queue.
+    public func onDiagnostic(_ handler: @escaping @Sendable (String) -> Void) {
+        sync { connection in connection.diagnosticHandler = handler }
+    }
+
+    /// Sets what writes the jobs again into a new file after `state.db` was removed or replaced: `putJob`
+    /// for every durable job and `recordConfigJobFire` for every config job that has fired. The store
+    /// deletes the stored jobs and config jobs' fires first, in the same transaction, so the file matches
+    /// the daemon; the history stays. Called on the store's queue, at each attempt that needs it; nil
+    /// (not ready yet) makes that attempt fail, and a later one asks again.
+    public func setSnapshotProvider(_ provider: @escaping @Sendable () -> [StoreChange]?) {
+        sync { connection in connection.snapshotProvider = provider }
+    }
+
     /// Committed transactions so far (for tests of group commit).
-    package var transactions: Int { sync { $0.transactions } }
+    package var transactions: Int { counters.transactions }
 
     // MARK: The queue
 
     /// Runs `body` on the store's queue and waits; runs it in place when already there (a `done`).
     private func sync<T>(_ body: (Connection) -> T) -> T {
         if DispatchQueue.getSpecific(key: connection.queueKey) != nil { return body(connection) }
-        return queue.sync { body(connection) }
+        return connection.queue.sync { body(connection) }
     }
 
     private func onQueue<T>(_ body: (Database) throws(StoreError) -> T) throws(StoreError) -> T {
         try sync { connection -> Result<T, StoreError> in
-            guard let database = connection.database else { return .failure(StoreError("the state store is closed")) }
-            return Result { () throws(StoreError) -> T in try body(database) }
+            Result { () throws(StoreError) -> T in try body(try connection.readable()) }
         }.get()
     }
 }
 
-/// The store's mutable state: the database handle (an `OpaquePointer` inside `Database`), the pending
-/// batches and counters.
-///
-/// `@unchecked Sendable` because it is only ever used on the store's serial queue: every access is inside
-/// a block submitted to that queue, or in code that checked it is running on it (`queueKey`). `queueKey`
-/// itself is immutable.
-private final class Connection: @unchecked Sendable {
-    struct Batch {
-        var changes: [StoreChange]
-        var done: (@Sendable (Result<Void, StoreError>) -> Void)?
-    }
-
-    let queueKey = DispatchSpecificKey<UInt8>()
-    var database: Database?
-    var pending: [Batch] = []
-    var flushScheduled = false
-    var transactions = 0
-
-    init(database: Database) { self.database = database }
-
-    /// Writes every pending batch in one transaction and tells their callers.
-    func flush() {
-        flushScheduled = false
-        let batches = pending
-        pending = []
-        guard !batches.isEmpty else { return }
-        let results = write(batches.map(\.changes))
-        for (batch, result) in zip(batches, results) { batch.done?(result) }
-    }
-
-    /// Writes the pending batches and `changes` in one transaction; returns the result for `changes`.
-    func commitNow(_ changes: [StoreChange]) -> Result<Void, StoreError> {
-        let batches = pending
-        pending = []
-        let results = write(batches.map(\.changes) + [changes])
-        for (batch, result) in zip(batches, results) { batch.done?(result) }
-        return results[results.count - 1]
-    }
-
-    func close() {
-        flush()
-        database?.close()
-        database = nil
-    }
-
-    /// One transaction: each batch inside a savepoint of its own. Returns one result per batch.
-    private func write(_ batches: [[StoreChange]]) -> [Result<Void, StoreError>] {
-        func failAll(_ error: StoreError) -> [Result<Void, StoreError>] { batches.map { _ in .failure(error) } }
-        guard let database else { return failAll(StoreError("the state store is closed")) }
-        do {
-            try database.execute("BEGIN IMMEDIATE")
-        } catch {
-            return failAll(error)
-        }
-        var results: [Result<Void, StoreError>] = []
-        for changes in batches {
-            do {
-                try database.execute("SAVEPOINT batch")
-                do {
-                    for change in changes { try Self.apply(change, to: database) }
-                    try database.execute("RELEASE batch")
-                    results.append(.success(()))
-                } catch {
-                    // SQLite may have rolled the whole transaction back (I/O error, disk full): nothing holds.
-                    guard database.inTransaction else { return failAll(error) }
-                    try database.execute("ROLLBACK TO batch")
-                    try database.execute("RELEASE batch")
-                    results.append(.failure(error))
-                }
-            } catch {
-                if database.inTransaction { try? database.execute("ROLLBACK") }
-                return failAll(error)
-            }
-        }
-        do {
-            try database.execute("COMMIT")
-        } catch {
-            if database.inTransaction { try? database.execute("ROLLBACK") }
-            return failAll(error)
-        }
-        transactions += 1
-        return results
-    }
-
-    private static func apply(_ change: StoreChange, to database: Database) throws(StoreError) {
-        switch change {
-        case .putJob(let job):
-            try database.execute(
-                """
-                INSERT INTO jobs (name, options, paused, runs, added_at, last_scheduled, anchor, owner_uid, shared)
-                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-                ON CONFLICT (name) DO UPDATE SET options = excluded.options, paused = excluded.paused,
-                    runs = excluded.runs, added_at = excluded.added_at, last_scheduled = excluded.last_scheduled,
-                    anchor = excluded.anchor, owner_uid = excluded.owner_uid, shared = excluded.shared
-                """,
-                [
-                    .text(job.name), .text(OptionsCoding.encode(job.options)), .integer(job.paused ? 1 : 0),
-                    .integer(Int64(job.runs)), SQLValue(job.addedAt), SQLValue(job.lastScheduled), SQLValue(job.anchor),
-                    job.ownerUID.map { .integer(Int64($0)) } ?? .null, .integer(job.shared ? 1 : 0),
-                ])
-        case .deleteJob(let name):
-            try database.execute("DELETE FROM runs WHERE job = ?1", [.text(name)])
-            try database.execute("DELETE FROM fires WHERE job = ?1", [.text(name)])
-            try database.execute("DELETE FROM jobs WHERE name = ?1", [.text(name)])
-        case .setPaused(let name, let paused):
-            try database.execute("UPDATE jobs SET paused = ?2 WHERE name = ?1", [.text(name), .integer(paused ? 1 : 0)])
-        case .recordFire(let name, let runs, let lastScheduled):
-            try database.execute(
-                "UPDATE jobs SET runs = ?2, last_scheduled = coalesce(?3, last_scheduled) WHERE name = ?1",
-                [.text(name), .integer(Int64(runs)), SQLValue(lastScheduled)])
-        case .recordRun(let run, let keep):
-            try database.execute(
-                """
-                INSERT INTO runs (job, run, scheduled_at, started_at, ended_at, result, exit_code, http_status,
-                    lateness_ms, output, node)
-                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
-                """,
-                [
-                    .text(run.job), .integer(Int64(run.run)), SQLValue(run.scheduledAt), SQLValue(run.startedAt),
-                    SQLValue(run.endedAt), .text(run.result), SQLValue(run.exitCode), SQLValue(run.httpStatus),
-                    SQLValue(run.latenessMs), .text(run.output), run.node.map { .text($0) } ?? .null,
-                ])
-            // Everything from the (keep+1)-th newest down; nothing when there are no more than `keep`.
-            try database.execute(
-                """
-                DELETE FROM runs WHERE job = ?1
-                    AND id <= (SELECT id FROM runs WHERE job = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)
-                """, [.text(run.job), .integer(Int64(max(keep, 0)))])
-        case .recordConfigJobFire(let name, let lastScheduled):
-            try database.execute(
-                """
-                INSERT INTO config_job_fires (name, last_scheduled) VALUES (?1, ?2)
-                ON CONFLICT (name) DO UPDATE SET last_scheduled = excluded.last_scheduled
-                """, [.text(name), SQLValue(lastScheduled)])
-        case .recordDueFire(let fire, let keep):
-            try database.execute(
-                """
-                INSERT OR REPLACE INTO fires (job, seq, scheduled, outcome, run, lateness_ms, result, reason)
-                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                """,
-                [
-                    .text(fire.job), .integer(Int64(fire.sequence)), SQLValue(fire.scheduled), .text(fire.outcome),
-                    SQLValue(fire.run), SQLValue(fire.latenessMs), fire.result.map { .text($0) } ?? .null,
-                    fire.reason.map { .text($0) } ?? .null,
-                ])
-            // A job's records are numbered one after the other: the ones `keep` or more below this one go,
-            // a range of the primary key (a fire makes two writes, and this runs at every fire).
-            let oldest = Int64(fire.sequence) - Int64(max(keep, 0))
-            if oldest >= 1 {
-                try database.execute("DELETE FROM fires WHERE job = ?1 AND seq <= ?2", [.text(fire.job), .integer(oldest)])
-            }
-        }
+/// The host's clocks: the monotonic one as Dispatch counts it, and `CLOCK_REALTIME`.
+private struct HostClocks: Clock {
+    func now() -> Instant {
+        let wall = SystemClock.wallClockNow()
+        return Instant(
+            mono: MonoInstant(nanosecondsSinceBoot: DispatchTime.now().uptimeNanoseconds),
+            wall: WallTime(seconds: wall.seconds, nanoseconds: Int64(wall.nanoseconds)))
     }
 }

@@ -114,48 +114,38 @@ public enum StoreChange: Sendable, Equatable {
     case recordDueFire(StoredFire, keep: Int)
 }
 
-/// Why the store could not do what was asked (the SQLite message and code included).
-public struct StoreError: Error, Sendable, CustomStringConvertible {
-    public var message: String
-    /// The primary SQLite result code behind the error, or 0 when it did not come from SQLite.
-    var sqliteCode: Int32
-
-    public init(_ message: String) {
-        self.message = message
-        self.sqliteCode = 0
-    }
-
-    init(_ message: String, sqliteCode: Int32) {
-        self.message = message
-        self.sqliteCode = sqliteCode
-    }
-
-    public var description: String { message }
-}
-
 /// Whether the store can write (`timerctl stats`, `STATUS=`, the metrics file).
 public enum StoreHealth: Sendable, Equatable {
     case ok
-    /// Writes fail since `since` (the first failure of this episode) because of `reason`.
+    /// Writes fail since `since` (the first failure of this episode); `reason` is the latest failure's,
+    /// short and human ("disk full (SQLITE_FULL)", "/var/lib/timerd/state.db was removed").
     case failing(since: WallTime, reason: String)
 }
 
 /// A change of the store's health, reported once per transition (so a failing disk is logged once per
 /// episode, not once per write).
 public enum StoreHealthChange: Sendable, Equatable {
+    /// The first failure of an episode, and why.
     case failing(since: WallTime, reason: String)
-    /// Writes work again after `after`: `written` held changes were written then, `lost` were given up.
-    case recovered(after: Duration, written: Int, lost: Int)
+    /// Writes work again after `after`: `written` held changes were written then, `lost` were given up
+    /// during the episode (the backlog's limit). `rebuilt`: the file had been removed or replaced, so a
+    /// new one was started with the daemon's jobs (and config jobs' last fires) written again; the run
+    /// history and `WHY` records from before are not in it.
+    case recovered(after: Duration, written: Int, lost: Int, rebuilt: Bool)
 }
 
 /// The store's counters since the daemon started.
 public struct StoreCounters: Sendable, Equatable {
-    /// Transactions that failed (`timerd_state_write_errors_total`).
+    /// Transactions that failed as a whole (`timerd_state_write_errors_total`).
     public var writeErrors = 0
     /// Background changes held while writes fail, waiting to be written.
     public var backlog = 0
-    /// Background changes given up (the backlog's limit was reached), since start.
+    /// Background changes given up: the oldest history beyond the backlog's limit, and what was still
+    /// held (or came) when the store was closed.
     public var lost = 0
+    /// Background changes SQLite refused for what they are (not a fault of the disk), dropped and reported
+    /// through `StateStore.onDiagnostic`.
+    public var dropped = 0
     /// Transactions committed.
     public var transactions = 0
 

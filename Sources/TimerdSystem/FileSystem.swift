@@ -51,6 +51,16 @@ public enum FileSystem {
         return info.st_mode & 0o7777
     }
 
+    /// The device and inode of the file `path` names now (following symbolic links), to tell whether it
+    /// is still the file a descriptor was opened on (`FileDescriptor.deviceAndInode()`).
+    ///
+    /// The corresponding C function is `stat`.
+    public static func deviceAndInode(_ path: String) throws(Errno) -> (device: UInt64, inode: UInt64) {
+        var info = stat()
+        _ = try retryOnInterrupt { stat(path, &info) }
+        return (UInt64(info.st_dev), UInt64(info.st_ino))
+    }
+
     /// Sets the permission bits of `path`.
     ///
     /// The corresponding C function is `chmod`.

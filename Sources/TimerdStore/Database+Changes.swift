@@ -1,0 +1,89 @@
+import TimerdCore
+
+extension Database {
+    /// Writes one change (inside the caller's transaction).
+    func apply(_ change: StoreChange) throws(StoreError) {
+        switch change {
+        case .putJob(let job):
+            try execute(
+                """
+                INSERT INTO jobs (name, options, paused, runs, added_at, last_scheduled, anchor, owner_uid, shared)
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                ON CONFLICT (name) DO UPDATE SET options = excluded.options, paused = excluded.paused,
+                    runs = excluded.runs, added_at = excluded.added_at, last_scheduled = excluded.last_scheduled,
+                    anchor = excluded.anchor, owner_uid = excluded.owner_uid, shared = excluded.shared
+                """,
+                [
+                    .text(job.name), .text(OptionsCoding.encode(job.options)), .integer(job.paused ? 1 : 0),
+                    .integer(Int64(job.runs)), SQLValue(job.addedAt), SQLValue(job.lastScheduled), SQLValue(job.anchor),
+                    job.ownerUID.map { .integer(Int64($0)) } ?? .null, .integer(job.shared ? 1 : 0),
+                ])
+        case .deleteJob(let name):
+            try execute("DELETE FROM runs WHERE job = ?1", [.text(name)])
+            try execute("DELETE FROM fires WHERE job = ?1", [.text(name)])
+            try execute("DELETE FROM jobs WHERE name = ?1", [.text(name)])
+        case .setPaused(let name, let paused):
+            try execute("UPDATE jobs SET paused = ?2 WHERE name = ?1", [.text(name), .integer(paused ? 1 : 0)])
+        case .recordFire(let name, let runs, let lastScheduled):
+            try execute(
+                "UPDATE jobs SET runs = ?2, last_scheduled = coalesce(?3, last_scheduled) WHERE name = ?1",
+                [.text(name), .integer(Int64(runs)), SQLValue(lastScheduled)])
+        case .recordRun(let run, let keep):
+            try execute(
+                """
+                INSERT INTO runs (job, run, scheduled_at, started_at, ended_at, result, exit_code, http_status,
+                    lateness_ms, output, node)
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                """,
+                [
+                    .text(run.job), .integer(Int64(run.run)), SQLValue(run.scheduledAt), SQLValue(run.startedAt),
+                    SQLValue(run.endedAt), .text(run.result), SQLValue(run.exitCode), SQLValue(run.httpStatus),
+                    SQLValue(run.latenessMs), .text(run.output), run.node.map { .text($0) } ?? .null,
+                ])
+            // Everything from the (keep+1)-th newest down; nothing when there are no more than `keep`.
+            try execute(
+                """
+                DELETE FROM runs WHERE job = ?1
+                    AND id <= (SELECT id FROM runs WHERE job = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)
+                """, [.text(run.job), .integer(Int64(max(keep, 0)))])
+        case .recordConfigJobFire(let name, let lastScheduled):
+            try execute(
+                """
+                INSERT INTO config_job_fires (name, last_scheduled) VALUES (?1, ?2)
+                ON CONFLICT (name) DO UPDATE SET last_scheduled = excluded.last_scheduled
+                """, [.text(name), SQLValue(lastScheduled)])
+        case .recordDueFire(let fire, let keep):
+            try execute(
+                """
+                INSERT OR REPLACE INTO fires (job, seq, scheduled, outcome, run, lateness_ms, result, reason)
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                """,
+                [
+                    .text(fire.job), .integer(Int64(fire.sequence)), SQLValue(fire.scheduled), .text(fire.outcome),
+                    SQLValue(fire.run), SQLValue(fire.latenessMs), fire.result.map { .text($0) } ?? .null,
+                    fire.reason.map { .text($0) } ?? .null,
+                ])
+            // A job's records are numbered one after the other: the ones `keep` or more below this one go,
+            // a range of the primary key (a fire makes two writes, and this runs at every fire).
+            let oldest = Int64(fire.sequence) - Int64(max(keep, 0))
+            if oldest >= 1 {
+                try execute("DELETE FROM fires WHERE job = ?1 AND seq <= ?2", [.text(fire.job), .integer(oldest)])
+            }
+        }
+    }
+}
+
+extension StoreChange {
+    /// The kind of change and the job it is about, for messages ("recordRun of backup").
+    var summary: String {
+        switch self {
+        case .putJob(let job): "putJob of \(job.name)"
+        case .deleteJob(let name): "deleteJob of \(name)"
+        case .setPaused(let name, _): "setPaused of \(name)"
+        case .recordFire(let name, _, _): "recordFire of \(name)"
+        case .recordRun(let run, _): "recordRun \(run.run) of \(run.job)"
+        case .recordConfigJobFire(let name, _): "recordConfigJobFire of \(name)"
+        case .recordDueFire(let fire, _): "recordDueFire \(fire.sequence) of \(fire.job)"
+        }
+    }
+}
