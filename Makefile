@@ -145,7 +145,8 @@ bench: bench-deps build
 	bash bench/run.sh
 
 # Durability: the cost of an ADD made durable (disk vs tmpfs), timer lateness while ADDs are written, and
-# kill -9 in a loop (BENCH_KILL_CYCLES, default 200). About 20 minutes; see docs/performance.md.
+# kill -9 in a loop (BENCH_KILL_CYCLES, default 200), and as root a third as many on a nearly full tmpfs.
+# About 20 minutes; see docs/performance.md.
 bench-state: build
 	python3 bench/durability.py $(CURDIR)/.build/release/timerd $(CURDIR)/bench/results/state $${BENCH_KILL_CYCLES:-200}
 
