@@ -63,7 +63,7 @@ let package = Package(
         .testTarget(name: "TimerdConfigTests", dependencies: ["TimerdConfig"]),
         .testTarget(name: "TimerdSystemTests", dependencies: ["TimerdSystem", "TimerdTestSupport"]),
         .testTarget(name: "TimerdCLITests", dependencies: ["TimerdCLI"]),
-        .testTarget(name: "TimerdDaemonTests", dependencies: ["TimerdDaemon", "TimerdEngine", "TimerdConfig"]),
+        .testTarget(name: "TimerdDaemonTests", dependencies: ["TimerdDaemon", "TimerdEngine", "TimerdConfig", "TimerdStore"]),
         .testTarget(name: "TimerdStoreTests", dependencies: ["TimerdStore"]),
         .testTarget(name: "TimerdClusterTests", dependencies: ["TimerdCluster"]),
         .testTarget(name: "IntegrationTests", dependencies: ["TimerdCore", "TimerdProtocol", "TimerdSystem", "TimerdStore", "TimerdCluster", "TimerdHTTP", "TimerdTestSupport"], exclude: ["webhook_server.py"]),

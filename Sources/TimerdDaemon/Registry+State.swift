@@ -77,8 +77,9 @@ extension Registry {
         pendingFireRecords[FireRecordKey(job: fire.job, sequence: fire.sequence)] = (fire, keep)
         guard !fireRecordFlushScheduled else { return }
         fireRecordFlushScheduled = true
-        queue.asyncAfter(deadline: .now() + .milliseconds(100)) { [unowned self] in
-            self.assumeIsolated { $0.flushFireRecords() }
+        // Weak: a registry that goes (at the end of a test) drops the records it held.
+        queue.asyncAfter(deadline: .now() + .milliseconds(100)) { [weak self] in
+            self?.assumeIsolated { $0.flushFireRecords() }
         }
     }
 

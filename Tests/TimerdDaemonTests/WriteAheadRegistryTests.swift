@@ -1,0 +1,88 @@
+import Glibc
+import Testing
+import TimerdCore
+import TimerdEngine
+import TimerdStore
+@testable import TimerdDaemon
+
+/// The registry with a real state store: a change is in effect only once written, a write that fails
+/// changes nothing, and requests naming one job take effect in order (`docs/state.md`).
+@Suite struct WriteAheadRegistryTests {
+    let launcher = FakeLauncher()
+    let clock = testClock()
+    let directory: String
+    let faultFile: String
+    let store: StateStore
+    let registry: Registry
+
+    init() throws {
+        var template = Array("/tmp/timerd-writeahead.XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { throw TimerdError(.internal, "mkdtemp failed") }
+        directory = String(cString: made)
+        faultFile = directory + "/fault"
+        store = try StateStore.open(directory: directory + "/state", faultFile: faultFile).store
+        registry = Registry(launcher: launcher, log: Logger(sink: MemoryLogSink(), minimum: .debug), maxRunning: 4,
+                            baseEnvironment: [], store: store, clock: clock)
+    }
+
+    private func removeAll() {
+        store.close()
+        for name in ["state/state.db", "state/state.db-wal", "state/state.db-shm", "fault"] { unlink(directory + "/" + name) }
+        rmdir(directory + "/state")
+        rmdir(directory)
+    }
+
+    private func setFault(_ on: Bool) {
+        if on { close(open(faultFile, O_CREAT | O_WRONLY, 0o600)) } else { unlink(faultFile) }
+    }
+
+    @Test func aChangeThatCannotBeWrittenIsRefusedAndChangesNothing() async throws {
+        defer { removeAll() }
+        let kept = try JobName("kept"), new = try JobName("new")
+        try await registry.add(spec("kept", ["every": "1h", "command": "true"]), origin: .runtime)
+        setFault(true)
+        await #expect(throws: TimerdError(.storageUnavailable, "")) {
+            try await registry.add(spec("new", ["every": "1h", "command": "true"]), origin: .runtime)
+        }
+        await #expect(throws: TimerdError(.storageUnavailable, "")) { try await registry.pause([kept]) }
+        await #expect(throws: TimerdError(.storageUnavailable, "")) { try await registry.cancel([kept]) }
+        await #expect(throws: TimerdError(.storageUnavailable, "")) { _ = try await registry.runNow(kept) }
+        #expect(await registry.engine.job(new) == nil)
+        #expect(await registry.engine.job(kept)?.state == .scheduled)
+        #expect(launcher.count == 0)
+        // The job still fires while the store fails.
+        await registry.fireScheduled(kept, clock: clock)
+        #expect(launcher.count == 1)
+
+        setFault(false)
+        try await registry.add(spec("new", ["every": "1h", "command": "true"]), origin: .runtime)
+        try await registry.pause([kept])
+        let stored = try store.jobs().map { ($0.name, $0.paused) }
+        #expect(stored.map(\.0) == ["kept", "new"])
+        #expect(stored.first?.1 == true)
+    }
+
+    /// nil when `body` succeeds, else its error's code.
+    private static func outcome(_ body: () async throws(TimerdError) -> Void) async -> TimerdError.Code? {
+        do {
+            try await body()
+            return nil
+        } catch {
+            return error.code
+        }
+    }
+
+    @Test func requestsNamingOneJobTakeEffectInOrder() async throws {
+        defer { removeAll() }
+        let registry = self.registry
+        let first = try spec("x", ["every": "1h", "command": "true"])
+        let second = try spec("x", ["every": "2h", "command": "true"])
+        // Both ask at once; the second waits for the first's write, then finds the name taken.
+        async let a = Self.outcome { () async throws(TimerdError) in try await registry.add(first, origin: .runtime) }
+        async let b = Self.outcome { () async throws(TimerdError) in try await registry.add(second, origin: .runtime) }
+        let codes = await [a, b]
+        #expect(codes.filter { $0 == nil }.count == 1)
+        #expect(codes.contains(TimerdError.Code.exists))
+        #expect(try store.jobs().count == 1)
+    }
+}
