@@ -425,7 +425,7 @@ public actor Daemon {
         await phase("let the runs finish", within: grace + .seconds(5)) { await registry.shutdown(grace: grace) }
         await phase("close the connections", within: .seconds(2)) { await server?.closeAll() }
         // What the runs' ends wrote (their history, the fires' records) is on disk before the exit.
-        await phase("save the state", within: .seconds(5)) { await registry.flushStore() }
+        await phase("save the state", within: .seconds(5)) { await registry.closeStore() }
         log.notice("stopped")
         sink.flush()
         CurrentProcess.exit(0)

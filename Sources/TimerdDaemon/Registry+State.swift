@@ -93,19 +93,21 @@ extension Registry {
         store.record(changes)
     }
 
-    /// Returns once every change handed to the store so far has been tried; what it still holds then (it
-    /// cannot write) is lost with the stop, and the log says how much. Never on the registry's queue.
-    nonisolated func flushStore() async {
+    /// At stop: writes what the store has (what it still holds then, when it cannot write, is lost with
+    /// the stop, and the log says how much) and closes it, so its log goes back into `state.db`. Never on
+    /// the registry's queue.
+    nonisolated func closeStore() async {
         guard let store else { return }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             DispatchQueue.global().async {
                 store.flush()
+                let held = store.counters.backlog
+                if held > 0, case .failing(_, let reason) = store.health {
+                    self.log.error("state: \(held) held change(s) of fire bookkeeping and run history are lost with the stop (\(reason))")
+                }
+                store.close()
                 continuation.resume()
             }
-        }
-        let held = store.counters.backlog
-        if held > 0, case .failing(_, let reason) = store.health {
-            log.error("state: \(held) held change(s) of fire bookkeeping and run history are lost with the stop (\(reason))")
         }
     }
 

@@ -39,6 +39,9 @@ enum StoreFile {
         do {
             try configure(database, synchronous: synchronous)
             try Schema.migrate(database, migrations: migrations)
+            // The log a killed timerd left (up to 4 MB before SQLite reuses it) goes back into the file
+            // and is cut to nothing: on a nearly full disk that room is what later writes need.
+            try? database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             return Opened(database: database, pin: try PinnedFile(path), recovered: recovered)
         } catch {
             database.close()
@@ -134,5 +137,7 @@ enum StoreFile {
         // PRAGMA values cannot be bound; these are fixed words of this file.
         try database.executeScript("PRAGMA synchronous = \(synchronous.rawValue)")
         try database.executeScript("PRAGMA foreign_keys = ON")
+        // After a checkpoint the log is cut back to 1 MiB instead of keeping the size it grew to.
+        try database.executeScript("PRAGMA journal_size_limit = 1048576")
     }
 }
