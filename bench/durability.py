@@ -17,6 +17,17 @@ Usage: durability.py TIMERD_BINARY WORK_DIR [CYCLES]
 import errno, json, os, random, shutil, signal, socket, sqlite3, statistics, subprocess, sys, threading, time
 
 
+# Every timerd this run started, so none outlives it (an exception midway included).
+STARTED = []
+
+
+def stop_started():
+    for proc in STARTED:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def start(binary, work, state):
     sock = os.path.join(work, "timerd.sock")
     if os.path.exists(sock):
@@ -26,6 +37,7 @@ def start(binary, work, state):
     log = open(os.path.join(work, "timerd.log"), "ab")
     proc = subprocess.Popen([binary, "--socket", sock, "--config", conf, "--state-dir", state],
                             stdout=log, stderr=log, env={k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"})
+    STARTED.append(proc)
     deadline = time.time() + 20
     while time.time() < deadline and proc.poll() is None:
         try:
@@ -158,16 +170,17 @@ def set_free(mount, filler, want):
         os.truncate(filler, target)
     elif target > size:
         # Written, not truncated up: a sparse file would take no room.
-        with open(filler, "r+b") as f:
-            f.seek(size)
-            chunk = b"\0" * 65536
-            try:
+        # ENOSPC can come from a write or from the close's flush: either way the disk is full.
+        try:
+            with open(filler, "r+b") as f:
+                f.seek(size)
+                chunk = b"\0" * 65536
                 while f.tell() < target:
                     f.write(chunk[:target - f.tell()])
                     f.flush()
-            except OSError as e:
-                if e.errno != errno.ENOSPC:
-                    raise
+        except OSError as e:
+            if e.errno != errno.ENOSPC:
+                raise
     return free_bytes(mount)
 
 
@@ -182,6 +195,7 @@ def kill_loop_full_disk(binary, work, cycles):
     try:
         return full_disk_cycles(binary, work, mount, cycles)
     finally:
+        stop_started()
         if subprocess.run(["umount", mount]).returncode != 0:
             subprocess.run(["umount", "-l", mount])
 
