@@ -28,7 +28,10 @@ extension Registry {
             // changes after comes in the held changes, which are written after it.
             storeSnapshot.withLock { $0 = durableSnapshot() }
         case .recovered(let after, let written, let lost, let rebuilt):
-            var message = "state: writing again after \(DurationText.format(after)); wrote \(written) held change(s)"
+            // Whole seconds (milliseconds under one): "after 3s", not "after 3s9ms67us851ns".
+            let unit: Int64 = after < .seconds(1) ? 1_000_000 : 1_000_000_000
+            let shown = Duration.nanoseconds(after.nanoseconds / unit * unit)
+            var message = "state: writing again after \(DurationText.format(shown)); wrote \(written) held change(s)"
             if lost > 0 { message += "; \(lost) change(s) of run history could not be held and are lost" }
             if rebuilt { message += "; state.db is a new file now, with every job as it is in memory: the run history before is not in it" }
             if lost > 0 || rebuilt { log.warning(message) } else { log.notice(message) }
