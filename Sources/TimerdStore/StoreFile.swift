@@ -137,7 +137,5 @@ enum StoreFile {
         // PRAGMA values cannot be bound; these are fixed words of this file.
         try database.executeScript("PRAGMA synchronous = \(synchronous.rawValue)")
         try database.executeScript("PRAGMA foreign_keys = ON")
-        // After a checkpoint the log is cut back to 1 MiB instead of keeping the size it grew to.
-        try database.executeScript("PRAGMA journal_size_limit = 1048576")
     }
 }
