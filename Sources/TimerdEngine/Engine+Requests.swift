@@ -13,11 +13,12 @@ extension Engine {
             let whence = existing.origin == .runtime ? "added at run time" : "declared in the config"
             throw TimerdError(.exists, "a job named \(spec.name) already exists (\(whence)); cancel it first or pick another name")
         }
-        if addsBeingSaved.contains(where: { $0.spec.name == spec.name }) {
+        let beingAdded = addsBeingSaved
+        if beingAdded.contains(where: { $0.name == spec.name }) {
             throw TimerdError(.exists, "a job named \(spec.name) is being added; pick another name")
         }
         let maxJobs = settings.userMaxJobs
-        let owned = jobs.countByOwner[request.owner.uid, default: 0] + addsBeingSaved.count(where: { $0.ownerUID == request.owner.uid })
+        let owned = jobs.countByOwner[request.owner.uid, default: 0] + beingAdded.count(where: { $0.ownerUID == request.owner.uid })
         if !request.owner.isAdmin, owned >= maxJobs {
             throw TimerdError(.tooManyJobs, "uid \(request.owner.uid) already has \(maxJobs) jobs (user_max_jobs); cancel some first")
         }
@@ -152,7 +153,8 @@ extension Engine {
 
     /// Jobs added by requests whose records are being written: their names and owners' counts are taken.
     var addsBeingSaved: [EngineJob] {
-        awaitingSave.values.compactMap { if case .add(let job, _) = $0.kind { job } else { nil } }
+        guard !awaitingSave.isEmpty else { return [] }
+        return awaitingSave.values.compactMap { if case .add(let job, _) = $0.kind { job } else { nil } }
     }
 
     /// Emits a durable change, unless the change being applied wrote it ahead.
