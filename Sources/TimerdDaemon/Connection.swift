@@ -5,8 +5,12 @@ import TimerdSystem
 
 /// One client of the control socket: reads request lines, answers each with one reply line, in order.
 ///
-/// Isolated to the control server's queue. Non-blocking I/O driven by the `IOWatcher`; requests are
-/// handled one at a time per connection (so replies keep request order) while other connections go on.
+/// Isolated to the control server's queue. Non-blocking I/O driven by the `IOWatcher`. Requests start one
+/// after the other, each once the one before has taken effect or handed its change to the store: while
+/// one waits for its commit, the next changes of named jobs are already on their way, and changes read in
+/// one burst share a transaction (group commit within a connection). Any other request waits until the
+/// ones before it are done, so a client reads its own writes. Replies go out in request order, each only
+/// once its request is done; other connections go on meanwhile.
 /// Reading pauses while too many requests or too many reply bytes are waiting (a client that writes but
 /// never reads cannot make the daemon buffer without bound).
 actor Connection {
@@ -25,7 +29,17 @@ actor Connection {
     private var watch: IOWatcher.Registration?
     private var requests: [FramedLine] = []
     private var out: [UInt8] = []
-    private var busy = false
+    /// Requests started and not answered yet, and whether the last one started is still on its way in
+    /// (not yet in effect or handed to the store: the next one waits for it).
+    private var inFlight = 0
+    private var starting = false
+    /// Replies by request number, written in that order.
+    private var nextNumber = 0
+    private var nextToWrite = 0
+    private var finished: [Int: (reply: Reply, watch: WatchFilter?)] = [:]
+    /// A WATCH was accepted: nothing more starts; the stream begins once its reply is written.
+    private var watchAccepted = false
+    private var pumping = false
     private var readEOF = false
     private var closed = false
     /// After an accepted WATCH: events stream out, further input is ignored.
@@ -43,6 +57,8 @@ actor Connection {
     private var idleCheckPending = false
 
     private static let maxQueuedRequests = 64
+    /// Requests in flight at once on one connection (those waiting for their commit, in practice).
+    private static let maxInFlight = 256
     private static let maxQueuedReplyBytes = 1 << 20
     /// A watcher that lets this much pile up is too slow and is dropped (the daemon never waits for it).
     private static let maxWatchBacklogBytes = 256 << 10
@@ -97,7 +113,7 @@ actor Connection {
         guard !closed, !streaming, !dropping else { return }
         let timeout = access.settings.idleTimeout
         let idleFor = clock.monotonicNow - lastInput
-        guard !busy, requests.isEmpty, idleFor >= timeout else { return scheduleIdleCheck() }
+        guard inFlight == 0, requests.isEmpty, idleFor >= timeout else { return scheduleIdleCheck() }
         let registry = self.registry
         let id = self.id
         Task {
@@ -109,7 +125,7 @@ actor Connection {
     private func idleVerdict(ownsJobs: Bool, timeout: Duration) {
         guard !closed else { return }
         let idleFor = clock.monotonicNow - lastInput
-        guard !ownsJobs, !busy, requests.isEmpty, idleFor >= timeout, !streaming else {
+        guard !ownsJobs, inFlight == 0, requests.isEmpty, idleFor >= timeout, !streaming else {
             if ownsJobs { lastInput = clock.monotonicNow }  // check again a full timeout later
             return scheduleIdleCheck()
         }
@@ -128,7 +144,7 @@ actor Connection {
         try? fd.close()
         // A request still in flight may bind a job to this connection (owner=connection): the server hears
         // of the close once it is done (see `replied`), so the job cannot outlive the connection.
-        if !busy { onClose(id) }
+        if inFlight == 0 { onClose(id) }
     }
 
     private func ready(_ events: IOWatcher.Events) {
@@ -183,11 +199,34 @@ actor Connection {
     // MARK: - Requests
 
     private func pump() {
-        // While a full reply backlog waits for the client to read, handle nothing more: the next request
+        // A request answered at once (refused for its rate) is written from inside this loop.
+        guard !pumping else { return }
+        pumping = true
+        defer { pumping = false }
+        // While a full reply backlog waits for the client to read, start nothing more: the next request
         // could make another large reply.
-        guard !busy, !closed, !requests.isEmpty, out.count < Self.maxQueuedReplyBytes else { return }
-        busy = true
-        let line = requests.removeFirst()
+        while !starting, !watchAccepted, !closed, let next = requests.first, inFlight < Self.maxInFlight,
+              out.count < Self.maxQueuedReplyBytes, inFlight == 0 || Self.changesNamedJobs(next) {
+            start(requests.removeFirst())
+        }
+    }
+
+    /// Whether a request only changes the jobs it names (`ADD`, `EXEC`, and `CANCEL`, `PAUSE`, `RESUME`,
+    /// `RUN` with names): it may start while earlier ones wait for their commit, since the registry makes
+    /// requests naming the same job take effect in order. Anything else (a read, a `tag=` selection,
+    /// `MODE`, a line in error…) starts once every earlier request is done, so it sees their effects.
+    private static func changesNamedJobs(_ line: FramedLine) -> Bool {
+        guard case .line(let bytes) = line, let request = try? Request.parse(line: bytes) else { return false }
+        switch request.verb {
+        case .add, .exec, .cancel, .pause, .resume, .run: return request.value("tag") == nil
+        default: return false
+        }
+    }
+
+    private func start(_ line: FramedLine) {
+        let number = nextNumber
+        nextNumber += 1
+        inFlight += 1
         if !client.isAdmin, !requestBucket.take(now: clock.monotonicNow) {
             refusedForRate += 1
             let rate = access.settings.maxRequestRate
@@ -195,27 +234,52 @@ actor Connection {
             if refusedForRate.isLogMilestone {
                 log.warning("control connection \(id) (\(client.label)): more than \(rate) requests/s (max_request_rate); \(refusedForRate) refused so far")
             }
-            return replied(Reply(TimerdError(.rateLimited, "more than \(rate) requests per second on this connection (max_request_rate); slow down")))
+            return replied(number, Reply(TimerdError(.rateLimited, "more than \(rate) requests per second on this connection (max_request_rate); slow down")))
         }
+        starting = true
         let handler = self.handler
         let id = self.id
         let client = self.client
+        let queue = executor.queue
+        // Said by the registry once the change is handed to the store (see `RequestProgress`).
+        let handedOver: @Sendable () -> Void = { [self] in
+            queue.async { self.assumeIsolated { $0.handedOver(number) } }
+        }
         Task {
-            let (reply, watch) = await handler.handleWatching(line, connection: id, client: client)
-            self.replied(reply, watch: watch)
+            let (reply, watch) = await RequestProgress.$handedOver.withValue(RequestProgress.HandOver(handedOver)) {
+                await handler.handleWatching(line, connection: id, client: client)
+            }
+            self.replied(number, reply, watch: watch)
         }
     }
 
-    private func replied(_ reply: Reply, watch: WatchFilter? = nil) {
-        busy = false
-        guard !closed else { return onClose(id) }
-        out += Array((reply.encode() + "\n").utf8)
-        flush()
-        if let watch {
-            startStreaming(watch)
-        } else {
-            pump()
+    /// The request being started has handed its change to the store: the next one may start.
+    private func handedOver(_ number: Int) {
+        guard starting, number == nextNumber - 1 else { return }
+        starting = false
+        pump()
+    }
+
+    private func replied(_ number: Int, _ reply: Reply, watch: WatchFilter? = nil) {
+        inFlight -= 1
+        if number == nextNumber - 1 { starting = false }
+        if watch != nil { watchAccepted = true }
+        guard !closed else {
+            if inFlight == 0 { onClose(id) }
+            return
         }
+        finished[number] = (reply, watch)
+        while let (reply, watch) = finished.removeValue(forKey: nextToWrite) {
+            nextToWrite += 1
+            out += Array((reply.encode() + "\n").utf8)
+            if let watch {
+                flush()
+                startStreaming(watch)
+                break
+            }
+        }
+        flush()
+        pump()
         updateInterest()
         closeIfDone()
     }
@@ -265,7 +329,7 @@ actor Connection {
     }
 
     private func closeIfDone() {
-        if readEOF, !busy, requests.isEmpty, out.isEmpty { close() }
+        if readEOF, inFlight == 0, requests.isEmpty, out.isEmpty { close() }
         if dropping, out.isEmpty { close() }
     }
 
@@ -283,5 +347,19 @@ actor Connection {
             guard let written else { return }  // full: the watcher says when there is room
             out.removeFirst(written)
         }
+    }
+}
+
+/// How a request tells its control connection that its change has been handed to the store (written
+/// ahead, `docs/state.md`): the connection then starts its next request while this one waits for the
+/// commit. A task-local value, set by the connection around the request's handling.
+enum RequestProgress {
+    @TaskLocal static var handedOver: HandOver = HandOver(nil)
+
+    /// The callback, boxed (a task-local value of an optional function type crashed the release build
+    /// in `swift_task_localValuePush`).
+    final class HandOver: Sendable {
+        let callback: (@Sendable () -> Void)?
+        init(_ callback: (@Sendable () -> Void)?) { self.callback = callback }
     }
 }

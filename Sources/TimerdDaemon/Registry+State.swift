@@ -19,6 +19,9 @@ extension Registry {
         let changes = records.compactMap(Self.storeChange)
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, StoreError>, Never>) in
             store.apply(changes) { continuation.resume(returning: $0) }
+            // In the store's queue now: the connection may start its next request, which then shares
+            // this one's transaction unless it names the same job.
+            RequestProgress.handedOver.callback?()
         }
         return result.mapError { error in
             TimerdError(.storageUnavailable, "the change could not be saved, so it was not made: \(error.message)")

@@ -155,8 +155,9 @@ actor Registry {
     func add(_ spec: JobSpec, origin: JobOrigin, connection: Int? = nil, owner: Client = .daemon) async throws(TimerdError) {
         let request = AddJob(spec: spec, origin: origin, owner: owner.requester, civil: try HostConfig.civilSchedule(for: spec),
                              connection: connection)
-        try checkAdd(request)
-        // The owner process is watched from before the job exists, so its exit cannot be missed.
+        // The owner process is watched from before the job exists, so its exit cannot be missed; the
+        // request is checked before that watch is made (the engine checks every request again).
+        if case .process = spec.owner { try checkAdd(request) }
         let watch = try watchOwner(of: spec, origin: origin)
         do {
             try await self.request(.add(request), naming: [spec.name])

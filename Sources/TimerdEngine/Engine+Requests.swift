@@ -13,12 +13,11 @@ extension Engine {
             let whence = existing.origin == .runtime ? "added at run time" : "declared in the config"
             throw TimerdError(.exists, "a job named \(spec.name) already exists (\(whence)); cancel it first or pick another name")
         }
-        let beingAdded = addsBeingSaved
-        if beingAdded.contains(where: { $0.name == spec.name }) {
+        if addsBeingSaved.names.contains(spec.name) {
             throw TimerdError(.exists, "a job named \(spec.name) is being added; pick another name")
         }
         let maxJobs = settings.userMaxJobs
-        let owned = jobs.countByOwner[request.owner.uid, default: 0] + beingAdded.count(where: { $0.ownerUID == request.owner.uid })
+        let owned = jobs.countByOwner[request.owner.uid, default: 0] + addsBeingSaved.byOwner[request.owner.uid, default: 0]
         if !request.owner.isAdmin, owned >= maxJobs {
             throw TimerdError(.tooManyJobs, "uid \(request.owner.uid) already has \(maxJobs) jobs (user_max_jobs); cancel some first")
         }
@@ -65,6 +64,7 @@ extension Engine {
         let number = nextChangeNumber
         nextChangeNumber += 1
         awaitingSave[number] = change
+        if case .add(let job, _) = change.kind { addsBeingSaved.insert(job) }
         out.append(.writeAhead(change: number, records: change.records))
         return nil
     }
@@ -151,11 +151,6 @@ extension Engine {
 
     func isSavedByRequests(_ job: EngineJob) -> Bool { isDurable(job) && !job.shared }
 
-    /// Jobs added by requests whose records are being written: their names and owners' counts are taken.
-    var addsBeingSaved: [EngineJob] {
-        guard !awaitingSave.isEmpty else { return [] }
-        return awaitingSave.values.compactMap { if case .add(let job, _) = $0.kind { job } else { nil } }
-    }
 
     /// Emits a durable change, unless the change being applied wrote it ahead.
     mutating func persist(_ change: Persist) {
@@ -424,7 +419,7 @@ extension Engine {
     /// nothing changes.
     mutating func applyConfig(_ declared: [DeclaredJob], maxRunning: Int) throws(TimerdError) {
         let conflicts = declared.compactMap { job -> String? in
-            if addsBeingSaved.contains(where: { $0.spec.name == job.spec.name }) {
+            if addsBeingSaved.names.contains(job.spec.name) {
                 return "\(job.file):\(job.line): job \"\(job.spec.name)\" has the name of a job being added at run time"
             }
             guard let existing = jobs[job.spec.name], existing.origin == .runtime else { return nil }

@@ -226,6 +226,8 @@ package struct Engine: Sendable {
     var claims: [UInt64: PendingFire] = [:]
     /// Requests' changes whose records are being written (`Effect.writeAhead`), by change number.
     var awaitingSave: [UInt64: PlannedChange] = [:]
+    /// The jobs added by requests among them: their names are taken and they count for their owners.
+    var addsBeingSaved = AddsBeingSaved()
     var nextChangeNumber: UInt64 = 1
     /// While a saved change is applied: its records, already durable, so not written again.
     var savedAhead: [Persist] = []
@@ -257,9 +259,15 @@ package struct Engine: Sendable {
         case .reload(let declared, let maxRunning):
             answer = Result { () throws(TimerdError) in try applyConfig(declared, maxRunning: maxRunning); return .done }
         case .changeSaved(let number):
-            if let change = awaitingSave.removeValue(forKey: number) { answer = apply(change) }
+            if let change = awaitingSave.removeValue(forKey: number) {
+                addsBeingSaved.remove(change)
+                answer = apply(change)
+            }
         case .changeNotSaved(let number, let error):
-            if awaitingSave.removeValue(forKey: number) != nil { answer = .failure(error) }
+            if let change = awaitingSave.removeValue(forKey: number) {
+                addsBeingSaved.remove(change)
+                answer = .failure(error)
+            }
         case .restore(let state):
             restore(state)
         case .deadlineReached(let name, let jobID):

@@ -324,3 +324,22 @@ struct PlannedChange: Sendable {
     var kind: Kind
     var records: [Persist]
 }
+
+/// The jobs of `ADD`s whose records are being written: names and per-owner counts, kept as they come
+/// and go (a client pipelining thousands of `ADD`s has thousands of them at once).
+struct AddsBeingSaved: Sendable {
+    private(set) var names: Set<JobName> = []
+    private(set) var byOwner: [UInt32: Int] = [:]
+
+    mutating func insert(_ job: EngineJob) {
+        names.insert(job.name)
+        byOwner[job.ownerUID, default: 0] += 1
+    }
+
+    mutating func remove(_ change: PlannedChange) {
+        guard case .add(let job, _) = change.kind else { return }
+        names.remove(job.name)
+        byOwner[job.ownerUID, default: 1] -= 1
+        if byOwner[job.ownerUID] == 0 { byOwner[job.ownerUID] = nil }
+    }
+}
