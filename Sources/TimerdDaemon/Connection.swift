@@ -40,6 +40,7 @@ actor Connection {
     /// A WATCH was accepted: nothing more starts; the stream begins once its reply is written.
     private var watchAccepted = false
     private var pumping = false
+    private var flushScheduled = false
     private var readEOF = false
     private var closed = false
     /// After an accepted WATCH: events stream out, further input is ignored.
@@ -278,10 +279,19 @@ actor Connection {
                 break
             }
         }
-        flush()
         pump()
-        updateInterest()
-        closeIfDone()
+        // Written once the replies finished in this burst are all in `out`: one write for them all.
+        guard !flushScheduled else { return }
+        flushScheduled = true
+        executor.queue.async { [self] in
+            self.assumeIsolated { connection in
+                connection.flushScheduled = false
+                connection.flush()
+                connection.pump()  // room for replies again
+                connection.updateInterest()
+                connection.closeIfDone()
+            }
+        }
     }
 
     // MARK: - WATCH

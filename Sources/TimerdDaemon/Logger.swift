@@ -85,12 +85,13 @@ package enum LogTarget: String, Sendable {
 }
 
 /// Writes entries from its own queue, so a slow reader of stderr or a busy journald never blocks the
-/// registry. If more than `maxBacklog` entries wait, new ones are dropped and the drop count is reported
-/// once writing resumes.
+/// registry. Entries wait in a list; one turn of the queue writes all that are there (on stderr in one
+/// `write`), so a burst of thousands of lines costs a few system calls, not one each. If more than
+/// `maxBacklog` entries wait, new ones are dropped and the drop count is reported once writing resumes.
 package final class QueuedLogSink: LogSink {
     private let queue = DispatchQueue(label: "timerd.log")
     private let target: LogTarget
-    private let backlog = Locked<(pending: Int, dropped: Int)>((0, 0))
+    private let backlog = Locked<(entries: [(LogEntry, WallTime)], dropped: Int, drainScheduled: Bool)>(([], 0, false))
     private let maxBacklog = 10_000
     private let clock: any Clock
 
@@ -100,39 +101,55 @@ package final class QueuedLogSink: LogSink {
     }
 
     package func write(_ entry: LogEntry) {
-        let accepted = backlog.withLock { state -> Bool in
-            guard state.pending < maxBacklog else {
+        let stamp = clock.wallNow
+        let schedule = backlog.withLock { state -> Bool in
+            guard state.entries.count < maxBacklog else {
                 state.dropped += 1
                 return false
             }
-            state.pending += 1
-            return true
+            state.entries.append((entry, stamp))
+            defer { state.drainScheduled = true }
+            return !state.drainScheduled
         }
-        guard accepted else { return }
-        let stamp = clock.wallNow
-        queue.async { [self] in
-            emit(entry, at: stamp)
-            let dropped = backlog.withLock { state -> Int in
-                state.pending -= 1
-                defer { state.dropped = 0 }
-                return state.dropped
+        if schedule { queue.async { [self] in drain() } }
+    }
+
+    /// Writes every waiting entry, then the drop count if entries were dropped meanwhile.
+    private func drain() {
+        let (entries, dropped) = backlog.withLock { state in
+            defer {
+                state.entries = []
+                state.dropped = 0
+                state.drainScheduled = false
             }
-            if dropped > 0 {
-                emit(LogEntry(level: .warning, message: "log: dropped \(dropped) entries (the log was not being read)"),
-                     at: clock.wallNow)
-            }
+            return (state.entries, state.dropped)
         }
+        switch target {
+        case .stderr:
+            var text = ""
+            for (entry, stamp) in entries { text += Self.line(entry, at: stamp) }
+            if !text.isEmpty { CurrentProcess.writeToStderr(text) }
+        case .journal:
+            for (entry, stamp) in entries { emit(entry, at: stamp) }
+        }
+        if dropped > 0 {
+            emit(LogEntry(level: .warning, message: "log: dropped \(dropped) entries (the log was not being read)"), at: clock.wallNow)
+        }
+    }
+
+    private static func line(_ entry: LogEntry, at stamp: WallTime) -> String {
+        "\(RFC3339.format(stamp)) \(entry.level.label) \(entry.line)\n"
     }
 
     /// Waits until every accepted entry is written (used just before exit).
     package func flush() {
-        queue.sync {}
+        queue.sync { drain() }
     }
 
     private func emit(_ entry: LogEntry, at stamp: WallTime) {
         switch target {
         case .stderr:
-            CurrentProcess.writeToStderr("\(RFC3339.format(stamp)) \(entry.level.label) \(entry.line)\n")
+            CurrentProcess.writeToStderr(Self.line(entry, at: stamp))
         case .journal:
             var fields = [
                 "MESSAGE=\(entry.line)", "PRIORITY=\(entry.level.rawValue)", "SYSLOG_IDENTIFIER=timerd",
