@@ -2,6 +2,7 @@ import Dispatch
 import Glibc
 import Synchronization
 import Testing
+import TimerdProtocol
 import TimerdCore
 @testable import TimerdStore
 
@@ -109,6 +110,10 @@ import TimerdCore
         }
         #expect(try OptionsCoding.decode(#" [ [ "k" , "\u00e9\ud83c\udf89\/" ] ] "#) == [KeyValue("k", "é🎉/")])
         #expect(try OptionsCoding.decode("[]") == [])
+        // Written without an encoder, byte for byte as the encoder writes it.
+        for options in [Self.trickyOptions, [], [KeyValue("a", "")]] {
+            #expect(OptionsCoding.encode(options) == Payload.encode(options.map { [$0.key, $0.value] }))
+        }
         for bad in ["", "[", "[[\"a\"]]", "[[\"a\",\"b\"]", "[[\"a\",\"b\"]]x", "[[\"a\",1]]", "[[\"\\ud800\",\"\"]]",
             "[[\"a\n\",\"\"]]"]
         {
