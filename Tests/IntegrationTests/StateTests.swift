@@ -15,6 +15,45 @@ import TimerdStore
         return try JSONSerialization.jsonObject(with: Data(reply.dropFirst(3).utf8)) as! [[String: Any]]
     }
 
+    /// Changes sent in one write start while earlier ones wait for their commit (group commit within a
+    /// connection), yet take effect in order: changes of one job one after the other, a read after them
+    /// sees them, and what was acknowledged is what a restart finds.
+    @Test func pipelinedChangesTakeEffectInOrderAndSurviveARestart() throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeTemporaryDirectory(directory) }
+        let state = directory + "/state"
+        var first: Daemon? = try Daemon(stateDirectory: state)
+        let client = try Client(path: first!.socket)
+        var lines: [String] = []
+        var expected: [String] = []
+        for i in 0..<200 {
+            lines += ["ADD p\(i) every=1h command=true", "ADD p\(i) every=2h command=true", "PAUSE p\(i)"]
+            expected += ["OK", "ERR exists", "OK"]
+            if i % 2 == 0 {
+                lines += ["CANCEL p\(i)", "ADD p\(i) every=3h command=true"]
+                expected += ["OK", "OK"]
+            }
+        }
+        lines += ["SHOW p0", "LIST"]
+        try client.write(lines.map { $0 + "\n" }.joined())
+        for (index, prefix) in expected.enumerated() {
+            let reply = try client.readLine()
+            #expect(reply.hasPrefix(prefix), "reply \(index) to \(lines[index]): \(reply.prefix(120))")
+        }
+        let show = try client.readLine()
+        #expect(show.contains("\"every\":\"3h\"") || show.contains("every 3h"), "\(show.prefix(300))")
+        #expect(try client.readLine().hasPrefix("OK [{"))
+        first?.stop()
+        first = nil
+
+        let again = try Daemon(stateDirectory: state)
+        #expect(try again.listNames().count == 200)
+        for i in [0, 1, 198, 199] {
+            // Even ones were cancelled and added again (not paused), odd ones stay paused.
+            #expect(try again.state("p\(i)") == (i % 2 == 0 ? "scheduled" : "paused"), "p\(i)")
+        }
+    }
+
     @Test func jobsAddedAtRunTimeComeBackWithTheirState() throws {
         let directory = try makeTemporaryDirectory()
         // Registered before the daemons below exist, so it runs after they are released (stopped).
