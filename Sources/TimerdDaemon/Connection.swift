@@ -40,6 +40,8 @@ actor Connection {
     /// A WATCH was accepted: nothing more starts; the stream begins once its reply is written.
     private var watchAccepted = false
     private var pumping = false
+    /// The first waiting request, parsed (it is parsed once, to see whether it may start yet).
+    private var parsedNext: Result<Request, TimerdError>?
     private var flushScheduled = false
     private var readEOF = false
     private var closed = false
@@ -206,9 +208,14 @@ actor Connection {
         defer { pumping = false }
         // While a full reply backlog waits for the client to read, start nothing more: the next request
         // could make another large reply.
-        while !starting, !watchAccepted, !closed, let next = requests.first, inFlight < Self.maxInFlight,
-              out.count < Self.maxQueuedReplyBytes, inFlight == 0 || Self.changesNamedJobs(next) {
-            start(requests.removeFirst())
+        while !starting, !watchAccepted, !closed, !requests.isEmpty, inFlight < Self.maxInFlight,
+              out.count < Self.maxQueuedReplyBytes {
+            if parsedNext == nil { parsedNext = ControlHandler.parse(requests[0]) }
+            guard inFlight == 0 || Self.changesNamedJobs(parsedNext!) else { break }
+            requests.removeFirst()
+            let parsed = parsedNext!
+            parsedNext = nil
+            start(parsed)
         }
     }
 
@@ -216,15 +223,15 @@ actor Connection {
     /// `RUN` with names): it may start while earlier ones wait for their commit, since the registry makes
     /// requests naming the same job take effect in order. Anything else (a read, a `tag=` selection,
     /// `MODE`, a line in error…) starts once every earlier request is done, so it sees their effects.
-    private static func changesNamedJobs(_ line: FramedLine) -> Bool {
-        guard case .line(let bytes) = line, let request = try? Request.parse(line: bytes) else { return false }
+    private static func changesNamedJobs(_ parsed: Result<Request, TimerdError>) -> Bool {
+        guard case .success(let request) = parsed else { return false }
         switch request.verb {
         case .add, .exec, .cancel, .pause, .resume, .run: return request.value("tag") == nil
         default: return false
         }
     }
 
-    private func start(_ line: FramedLine) {
+    private func start(_ parsed: Result<Request, TimerdError>) {
         let number = nextNumber
         nextNumber += 1
         inFlight += 1
@@ -248,7 +255,7 @@ actor Connection {
         }
         Task {
             let (reply, watch) = await RequestProgress.$handedOver.withValue(RequestProgress.HandOver(handedOver)) {
-                await handler.handleWatching(line, connection: id, client: client)
+                await handler.handleWatching(parsed, connection: id, client: client)
             }
             self.replied(number, reply, watch: watch)
         }
@@ -299,6 +306,7 @@ actor Connection {
     private func startStreaming(_ filter: WatchFilter) {
         streaming = true
         requests.removeAll()
+        parsedNext = nil
         let queue = executor.queue
         let registry = self.registry
         let id = self.id

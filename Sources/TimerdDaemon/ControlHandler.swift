@@ -27,22 +27,31 @@ struct ControlHandler: Sendable {
 
     /// Handles one line from control connection `connection` (the owner of `owner=connection` jobs).
     func handle(_ framed: FramedLine, connection: Int, client: Client = .daemon) async -> Reply {
-        await handleWatching(framed, connection: connection, client: client).reply
+        await handleWatching(Self.parse(framed), connection: connection, client: client).reply
     }
 
-    /// Like `handle`, and also says when the request was an accepted `WATCH`: the connection then turns
-    /// into a stream of events matching the filter.
-    func handleWatching(_ framed: FramedLine, connection: Int, client: Client = .daemon) async -> (reply: Reply, watch: WatchFilter?) {
-        if case .line(let bytes) = framed, let request = try? Request.parse(line: bytes), request.verb == .watch {
-            requests.increment()
-            do {
-                let filter = try await watchFilter(request, client: client)
-                return (.ok(Payload.encode(["watching": filter.label])), filter)
-            } catch {
-                return (Reply(error), nil)
-            }
+    /// A request line parsed, or why it is not a request (too long, bad words).
+    static func parse(_ framed: FramedLine) -> Result<Request, TimerdError> {
+        switch framed {
+        case .tooLong:
+            .failure(TimerdError(.lineTooLong, "request line longer than \(Limits.maxLineBytes) bytes; it was discarded"))
+        case .line(let bytes):
+            Result { () throws(TimerdError) in try Request.parse(line: bytes) }
         }
-        return (await handleOne(framed, connection: connection, client: client), nil)
+    }
+
+    /// Like `handle` (for a line already parsed), and also says when the request was an accepted
+    /// `WATCH`: the connection then turns into a stream of events matching the filter.
+    func handleWatching(_ parsed: Result<Request, TimerdError>, connection: Int, client: Client = .daemon) async -> (reply: Reply, watch: WatchFilter?) {
+        requests.increment()
+        do {
+            let request = try parsed.get()
+            guard request.verb == .watch else { return (try await handle(request, connection: connection, client: client), nil) }
+            let filter = try await watchFilter(request, client: client)
+            return (.ok(Payload.encode(["watching": filter.label])), filter)
+        } catch {
+            return (Reply(error), nil)
+        }
     }
 
     /// A job's finished runs from the state store, newest first (read off the registry's queue).
@@ -85,21 +94,6 @@ struct ControlHandler: Sendable {
         case .job(let name):
             _ = try await registry.show(name, viewer: client)  // no-such-job for an unknown name
             return .job(name)
-        }
-    }
-
-    private func handleOne(_ framed: FramedLine, connection: Int, client: Client) async -> Reply {
-        requests.increment()
-        switch framed {
-        case .tooLong:
-            return Reply(TimerdError(.lineTooLong, "request line longer than \(Limits.maxLineBytes) bytes; it was discarded"))
-        case .line(let bytes):
-            do {
-                let request = try Request.parse(line: bytes)
-                return try await handle(request, connection: connection, client: client)
-            } catch {
-                return Reply(error)
-            }
         }
     }
 
