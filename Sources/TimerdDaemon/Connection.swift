@@ -24,7 +24,7 @@ actor Connection {
     private var framer = LineFramer(maxLineBytes: Limits.maxLineBytes)
     private var watch: IOWatcher.Registration?
     private var requests: [FramedLine] = []
-    private var out: [UInt8] = []
+    private var out = OutputBuffer()
     private var busy = false
     private var readEOF = false
     private var closed = false
@@ -209,7 +209,7 @@ actor Connection {
     private func replied(_ reply: Reply, watch: WatchFilter? = nil) {
         busy = false
         guard !closed else { return onClose(id) }
-        out += Array((reply.encode() + "\n").utf8)
+        out.append(reply)
         flush()
         if let watch {
             startStreaming(watch)
@@ -275,13 +275,12 @@ actor Connection {
         while !out.isEmpty, !closed {
             let written: Int?
             do {
-                written = try fd.tryWrite(out)
+                written = try out.write(to: fd)
             } catch {
                 log.debug("control connection \(id): write failed: \(error); closing")
                 return close()
             }
-            guard let written else { return }  // full: the watcher says when there is room
-            out.removeFirst(written)
+            guard written != nil else { return }  // full: the watcher says when there is room
         }
     }
 }
