@@ -330,7 +330,12 @@ package struct Engine: Sendable {
 
     /// Jobs carrying `tag`, sorted by name.
     package func names(withTag tag: String) -> [JobName] {
-        jobs.compactMap { $0.value.spec.tags.contains(tag) ? $0.key : nil }.sorted()
+        jobNames(withTag: tag).sorted()
+    }
+
+    /// Jobs carrying `tag`, in no order (a caller with many of them sorts them off its queue).
+    package func jobNames(withTag tag: String) -> [JobName] {
+        jobs.compactMap { $0.value.spec.tags.contains(tag) ? $0.key : nil }
     }
 
     /// The wall-clock time of the job's next fire, if it is scheduled (as of `now`: a reading, not an
