@@ -52,8 +52,9 @@ package enum ClientError: Error, Equatable, Sendable {
 
 /// One request, one reply, over a fresh blocking connection to the control socket.
 package enum DaemonClient {
-    /// Replies longer than this are refused (a full `LIST` is well below it).
-    static let maxReplyBytes = 64 << 20
+    /// Replies longer than this are refused: a bound on what a daemon gone wrong can make timerctl hold,
+    /// well above a `LIST` of 100,000 jobs (about 65 MB; 64 MiB was the bound before, and it was reached).
+    static let maxReplyBytes = 1 << 30
 
     /// How long to wait for a reply unless `TIMERCTL_TIMEOUT` says otherwise.
     package static let defaultTimeout = 30.0

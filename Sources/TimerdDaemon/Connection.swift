@@ -28,7 +28,7 @@ actor Connection {
     private var framer = LineFramer(maxLineBytes: Limits.maxLineBytes)
     private var watch: IOWatcher.Registration?
     private var requests: [FramedLine] = []
-    private var out: [UInt8] = []
+    private var out = OutputBuffer()
     /// Requests started and not answered yet, and whether the last one started is still on its way in
     /// (not yet in effect or handed to the store: the next one waits for it).
     private var inFlight = 0
@@ -279,7 +279,7 @@ actor Connection {
         finished[number] = (reply, watch)
         while let (reply, watch) = finished.removeValue(forKey: nextToWrite) {
             nextToWrite += 1
-            out += Array((reply.encode() + "\n").utf8)
+            out.append(reply)
             if let watch {
                 flush()
                 startStreaming(watch)
@@ -357,13 +357,12 @@ actor Connection {
         while !out.isEmpty, !closed {
             let written: Int?
             do {
-                written = try fd.tryWrite(out)
+                written = try out.write(to: fd)
             } catch {
                 log.debug("control connection \(id): write failed: \(error); closing")
                 return close()
             }
-            guard let written else { return }  // full: the watcher says when there is room
-            out.removeFirst(written)
+            guard written != nil else { return }  // full: the watcher says when there is room
         }
     }
 }

@@ -167,10 +167,7 @@ struct ControlHandler: Sendable {
             let status = try await registry.runNow(name, by: client)
             return .ok(Payload.encode(["status": status]))
         case .list(let tag):
-            if let tag {
-                return .ok(Payload.encode(await registry.list(tag: tag, viewer: client)))
-            }
-            return .ok(Payload.encode(await registry.list(viewer: client)))
+            return .ok(await JobList.json(registry, tag: tag, viewer: client))
         case .watch:
             // Handled by `handleWatching` (it changes the connection); reaching here is a bug.
             throw TimerdError(.internal, "WATCH must go through handleWatching")

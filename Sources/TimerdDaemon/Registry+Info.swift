@@ -1,104 +1,120 @@
-import Dispatch
 import TimerdCore
 import TimerdEngine
 import TimerdSystem
 import TimerdProtocol
 
-extension Registry {
-    /// Every job (or those with `tag`), sorted by name. With many jobs this is long work, so it is done in
-    /// slices: the names are sorted off the registry's queue and timers get their turn between slices
-    /// (a job added or cancelled meanwhile may or may not be listed, as with any snapshot taken in steps).
-    func list(tag: String? = nil, viewer: Client = .daemon) async -> [JobInfo] {
-        let sorted: [JobName]
-        if let tag {
-            sorted = names(withTag: tag)
-        } else {
-            let all = Array(engine.jobs.keys)
-            sorted = all.count <= Self.listSlice ? all.sorted() : await Self.sortedOffQueue(all)
-        }
-        var result: [JobInfo] = []
-        result.reserveCapacity(sorted.count)
-        for (index, name) in sorted.enumerated() {
-            if index > 0, index % Self.listSlice == 0 { await Task.yield() }
-            if let job = engine.job(name) { result.append(info(job, viewer: viewer)) }
-        }
-        return result
-    }
+/// What `LIST` and `SHOW` say about a job, read on the registry's queue in one step (a job is never half
+/// described): values as the engine has them. Turning them into text (`JobInfo`: times, options, the
+/// schedule) is most of the work, and it is done off the registry's queue.
+struct JobSnapshot: Sendable {
+    var spec: JobSpec
+    var state: JobState
+    var origin: JobOrigin
+    var nextFire: WallTime?
+    var civil: CivilSchedule?
+    /// A cron or calendar job's next fire, to show as local time.
+    var nextFireLocal: WallTime?
+    var runs: Int
+    var running: Int
+    var skipped: Int
+    var pending: Int
+    var lastStarted: (id: Int, at: WallTime, lateness: Duration)?
+    var lastOutcome: RunOutcome?
+    /// The last run's output as held for `show` (nil when there is no last run).
+    var lastOutput: String?
+    var lastSkip: (at: WallTime, reason: String)?
+    var ownerUID: UInt32
+    var heldSince: WallTime?
+    var shared: Bool
+    var node: String?
+    /// The viewer is another user than the job's: only its public parts are shown.
+    var redacted: Bool
+}
 
-    /// Jobs described per turn on the registry's queue by `list`.
-    static let listSlice = 256
-
-    /// Sorts on a queue of its own, so timers keep firing on the registry's while it sorts.
-    private nonisolated static func sortedOffQueue(_ names: [JobName]) async -> [JobName] {
-        await withCheckedContinuation { continuation in
-            sortQueue.async { continuation.resume(returning: names.sorted()) }
-        }
-    }
-
-    private static let sortQueue = DispatchQueue(label: "timerd.list-sort")
-
-    func show(_ name: JobName, viewer: Client = .daemon) throws(TimerdError) -> JobInfo {
-        info(try engine.lookup(name), viewer: viewer)
-    }
-
-    /// What `viewer` may see of `job`: everything for its owner and root; for other users the name,
-    /// schedule, state and counts, without the action, environment, meta, working directory, hooks, output
-    /// and reasons (`redacted`).
-    private func info(_ job: EngineJob, viewer: Client) -> JobInfo {
-        var info = fullInfo(job)
-        guard !maySeeDetails(job, viewer) else { return info }
-        info.redacted = true
-        info.options = job.spec.options.filter { JobSpec.publicKeys.contains($0.key) }.map { "\($0.key)=\($0.value)" }
-        info.last_output = nil
-        info.last_reason = nil
-        info.last_skip = info.last_skip.map { JobInfo.SkippedFire(at: $0.at, reason: "(hidden)") }
-        info.declared_at = nil
-        return info
-    }
-
-    private func fullInfo(_ job: EngineJob) -> JobInfo {
-        var info = JobInfo(
-            name: job.spec.name.rawValue, state: JobInfo.State(rawValue: job.state.rawValue)!,
-            source: job.origin.label, schedule: job.spec.schedule.summary)
-        if case .config(let file, let line) = job.origin { info.declared_at = "\(file):\(line)" }
-        info.options = job.spec.options.map { "\($0.key)=\($0.value)" }
-        if let next = engine.nextFire(job, at: clock.now()) { info.next_fire = RFC3339.format(next) }
+extension JobInfo {
+    /// What the viewer of `job` may see of it: everything for its owner and root; for other users the
+    /// name, schedule, state and counts, without the action, environment, meta, working directory,
+    /// hooks, output and reasons (`redacted`).
+    init(_ job: JobSnapshot) {
+        self.init(
+            name: job.spec.name.rawValue, state: JobInfo.State(rawValue: job.state.rawValue)!, source: job.origin.label,
+            schedule: job.spec.schedule.summary)
+        let options = job.redacted ? job.spec.options.filter { JobSpec.publicKeys.contains($0.key) } : job.spec.options
+        self.options = options.map { "\($0.key)=\($0.value)" }
+        if !job.redacted, case .config(let file, let line) = job.origin { declared_at = "\(file):\(line)" }
+        next_fire = job.nextFire.map(RFC3339.format)
         if let civil = job.civil {
-            info.timezone = civil.zone.name
-            info.dst_rules = civil.followsSystemd ? "systemd" : "dst_gap=\(civil.gap.rawValue) dst_repeat=\(civil.repeated.rawValue)"
-            if job.state == .scheduled, job.nextMono == nil, let wall = job.nextWall {
-                info.next_fire_local = RFC3339.format(wall, in: civil.zone)
+            timezone = civil.zone.name
+            dst_rules = civil.followsSystemd ? "systemd" : "dst_gap=\(civil.gap.rawValue) dst_repeat=\(civil.repeated.rawValue)"
+            next_fire_local = job.nextFireLocal.map { RFC3339.format($0, in: civil.zone) }
+        }
+        runs = job.runs
+        running = job.running
+        skipped = job.skipped
+        pending = job.pending
+        if let started = job.lastStarted {
+            last_run = started.id
+            last_started = RFC3339.format(started.at)
+            last_lateness_ms = Double(started.lateness.nanoseconds) / 1_000_000
+        }
+        if let outcome = job.lastOutcome {
+            last_finished = RFC3339.format(outcome.finishedWall)
+            last_result = JobInfo.Result(rawValue: outcome.result.rawValue)
+            last_exit_code = outcome.exitCode
+            last_signal = outcome.signal
+            last_http_status = outcome.httpStatus
+            last_duration_ms = Double(outcome.duration.nanoseconds) / 1_000_000
+            if !job.redacted {
+                last_reason = outcome.reason
+                last_output = job.lastOutput ?? ""
             }
         }
-        info.runs = job.runs
-        info.running = job.active.count
-        info.skipped = job.skipped
-        info.pending = job.pending
-        if let started = job.lastStarted {
-            info.last_run = started.id
-            info.last_started = RFC3339.format(started.at)
-            info.last_lateness_ms = Double(started.lateness.nanoseconds) / 1_000_000
-        }
-        if let (_, outcome) = job.lastOutcome {
-            info.last_finished = RFC3339.format(outcome.finishedWall)
-            info.last_result = JobInfo.Result(rawValue: outcome.result.rawValue)
-            info.last_exit_code = outcome.exitCode
-            info.last_signal = outcome.signal
-            info.last_http_status = outcome.httpStatus
-            info.last_duration_ms = Double(outcome.duration.nanoseconds) / 1_000_000
-            info.last_reason = outcome.reason
-            info.last_output = outputs.output(of: job.spec.name, jobID: job.id) ?? ""
-        }
-        info.owner = job.spec.owner?.description
-        info.owner_uid = job.ownerUID
-        info.tags = job.spec.tags
-        info.modes = job.spec.modes
-        info.held_since = job.heldSince.map(RFC3339.format)
-        info.cluster = job.shared
-        info.node = runningNode(job)
+        owner = job.spec.owner?.description
+        owner_uid = job.ownerUID
+        redacted = job.redacted
+        tags = job.spec.tags
+        modes = job.spec.modes
+        held_since = job.heldSince.map(RFC3339.format)
+        cluster = job.shared
+        node = job.node
         if let skip = job.lastSkip {
-            info.last_skip = JobInfo.SkippedFire(at: RFC3339.format(skip.at), reason: skip.reason)
+            last_skip = JobInfo.SkippedFire(at: RFC3339.format(skip.at), reason: job.redacted ? "(hidden)" : skip.reason)
         }
-        return info
+    }
+}
+
+extension Registry {
+    /// Every job (or those with `tag`), sorted by name; see `JobList`.
+    func list(tag: String? = nil, viewer: Client = .daemon) async -> [JobInfo] {
+        await JobList.infos(self, tag: tag, viewer: viewer)
+    }
+
+    func show(_ name: JobName, viewer: Client = .daemon) throws(TimerdError) -> JobInfo {
+        JobInfo(snapshot(try engine.lookup(name), viewer: viewer))
+    }
+
+    /// The names `LIST` shows, in no order: all, or those with `tag`.
+    func listNames(tag: String?) -> [JobName] {
+        guard let tag else { return Array(engine.jobs.keys) }
+        return engine.jobNames(withTag: tag)
+    }
+
+    /// The jobs among `names` that still exist, as `viewer` may see them (one step of the queue).
+    func snapshots(_ names: ArraySlice<JobName>, viewer: Client) -> [JobSnapshot] {
+        let now = clock.now()
+        return names.compactMap { name in engine.job(name).map { snapshot($0, viewer: viewer, now: now) } }
+    }
+
+    private func snapshot(_ job: EngineJob, viewer: Client, now: Instant? = nil) -> JobSnapshot {
+        let redacted = !maySeeDetails(job, viewer)
+        let civil = job.civil
+        return JobSnapshot(
+            spec: job.spec, state: job.state, origin: job.origin, nextFire: engine.nextFire(job, at: now ?? clock.now()), civil: civil,
+            nextFireLocal: civil != nil && job.state == .scheduled && job.nextMono == nil ? job.nextWall : nil,
+            runs: job.runs, running: job.active.count, skipped: job.skipped, pending: job.pending, lastStarted: job.lastStarted,
+            lastOutcome: job.lastOutcome?.outcome,
+            lastOutput: job.lastOutcome == nil || redacted ? nil : outputs.output(of: job.spec.name, jobID: job.id),
+            lastSkip: job.lastSkip, ownerUID: job.ownerUID, heldSince: job.heldSince, shared: job.shared, node: runningNode(job),
+            redacted: redacted)
     }
 }

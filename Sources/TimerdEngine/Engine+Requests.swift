@@ -114,7 +114,7 @@ extension Engine {
 
     /// A checked change takes effect (its records, if any, are durable).
     mutating func apply(_ change: PlannedChange) -> Result<Answer, TimerdError> {
-        savedAhead = change.records
+        savedAhead = change.records[...]
         defer { savedAhead = [] }
         switch change.kind {
         case .checked:
@@ -154,6 +154,10 @@ extension Engine {
 
     /// Emits a durable change, unless the change being applied wrote it ahead.
     mutating func persist(_ change: Persist) {
+        if savedAhead.first == change {
+            savedAhead.removeFirst()
+            return
+        }
         if let index = savedAhead.firstIndex(of: change) {
             savedAhead.remove(at: index)
             return

@@ -73,16 +73,48 @@ public enum Reply: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// Appends ``encode()``'s line and a `\n` to `line`, copying a large payload once (a `LIST` of
+    /// 100,000 jobs is a 60 MB payload).
+    public func appendLine(to line: inout [UInt8]) {
+        if case .ok(let payload?) = self {
+            line += "OK ".utf8
+            line += Reply.singleLine(payload).utf8
+        } else {
+            line += encode().utf8
+        }
+        line.append(UInt8(ascii: "\n"))
+    }
+
     /// Same as ``encode()``.
     public var description: String { encode() }
 
     static func singleLine(_ s: String) -> String {
-        guard s.utf8.contains(where: { $0 == UInt8(ascii: "\n") || $0 == UInt8(ascii: "\r") }) else { return s }
+        guard hasLineBreak(s) else { return s }
         var out = String.UnicodeScalarView()
         for scalar in s.unicodeScalars {
             out.append(scalar == "\n" || scalar == "\r" ? " " : scalar)
         }
         return String(out)
+    }
+
+    /// Whether `s` has a `\n` or `\r`, looked for over its bytes in place: a `LIST` payload of 60 MB took
+    /// a tenth of a second through the generic `contains(where:)` of the UTF-8 view.
+    private static func hasLineBreak(_ s: String) -> Bool {
+        func isBreak(_ byte: UInt8) -> Bool { byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r") }
+        let found = s.utf8.withContiguousStorageIfAvailable { bytes in
+            // Whole words at a time, without a branch per byte: a byte is a break when it is 10 or 13.
+            var found = false
+            var index = 0
+            while index < bytes.count, !found {
+                let end = min(index + 4096, bytes.count)
+                var hits: UInt8 = 0
+                for byte in bytes[index..<end] { hits |= (byte == 10 ? 1 : 0) | (byte == 13 ? 1 : 0) }
+                found = hits != 0
+                index = end
+            }
+            return found
+        }
+        return found ?? s.utf8.contains(where: isBreak)
     }
 
     /// Escapes control characters other than tab as `\xNN`, so an error message that quotes a client's
@@ -119,6 +151,13 @@ public enum Reply: Sendable, Hashable, CustomStringConvertible {
     public static func parse(line: [UInt8]) throws(TimerdError) -> Reply {
         var bytes = line
         Request.stripTerminator(&bytes)
+        // An `OK` payload is checked once, as its string is made (a `LIST` reply is 60 MB).
+        if bytes.starts(with: "OK ".utf8) {
+            guard let payload = String(validating: bytes[3...], as: UTF8.self) else {
+                throw TimerdError(.badEncoding, "reply line is not valid UTF-8")
+            }
+            return .ok(payload)
+        }
         guard String(validating: bytes, as: UTF8.self) != nil else {
             throw TimerdError(.badEncoding, "reply line is not valid UTF-8")
         }

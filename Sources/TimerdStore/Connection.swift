@@ -349,7 +349,7 @@ final class Connection: @unchecked Sendable {
     private func writeIsolated(_ changes: [StoreChange], _ database: Database) throws(StoreError) -> StoreError? {
         try database.execute("SAVEPOINT unit")
         do {
-            for change in changes { try database.apply(change) }
+            try database.apply(changes)
             try database.execute("RELEASE unit")
             return nil
         } catch {

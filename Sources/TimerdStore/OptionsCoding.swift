@@ -9,15 +9,17 @@ enum OptionsCoding {
     /// Byte for byte what `Payload.encode` writes for the pairs, without an encoder per job (at a
     /// pipelined `ADD` per job, the encoder was a noticeable part of the store's time).
     static func encode(_ options: [KeyValue]) -> String {
-        var text = "["
+        var json = JSONBytes()
+        json.raw("[")
         for (index, option) in options.enumerated() {
-            text += index == 0 ? "[" : ",["
-            JSONObjectWriter.appendQuoted(option.key, to: &text)
-            text += ","
-            JSONObjectWriter.appendQuoted(option.value, to: &text)
-            text += "]"
+            json.raw(index == 0 ? "[" : ",[")
+            json.string(option.key)
+            json.raw(",")
+            json.string(option.value)
+            json.raw("]")
         }
-        return text + "]"
+        json.raw("]")
+        return String(decoding: json.bytes, as: UTF8.self)
     }
 
     /// Parses what `encode` writes (and any JSON of that shape); throws on anything else.

@@ -218,7 +218,7 @@ public struct FileDescriptor: Sendable, Hashable, RawRepresentable, CustomString
     ///
     /// The corresponding C function is `write`.
     public func writeAll(_ string: String) throws(Errno) {
-        try writeAll(Array(string.utf8))
+        try writeAll(string.utf8)
     }
 
     // MARK: Non-blocking I/O

@@ -163,8 +163,8 @@ func settle(_ registry: Registry) async {
     }
 
     @Test func listDescribesEveryJobInNameOrderAcrossItsSlices() async throws {
-        // More jobs than one slice (Registry.listSlice), added out of order, half of them tagged.
-        let count = Registry.listSlice * 2 + 37
+        // More jobs than one slice (JobList.slice), added out of order, half of them tagged.
+        let count = JobList.slice * 2 + 37
         func name(_ index: Int) -> String { "j" + String(repeating: "0", count: 4 - String(index).count) + String(index) }
         for index in (0..<count).reversed() {
             var options = ["every": "1h", "command": "true"]

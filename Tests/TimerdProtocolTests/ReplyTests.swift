@@ -21,6 +21,13 @@ struct ReplyTests {
         #expect(reply.description == reply.encode())
     }
 
+    @Test("appendLine writes the encoded line and a newline", arguments: encodeTable)
+    func appendLine(reply: Reply, line: String) {
+        var bytes = Array("before\n".utf8)
+        reply.appendLine(to: &bytes)
+        #expect(bytes == Array("before\n\(line)\n".utf8))
+    }
+
     @Test("encoded replies are always one line")
     func singleLine() {
         for reply: Reply in [.ok("a\nb"), .ok("\r"), .err(code: "internal", message: "\n\n\r\r\n"), .err(code: "x", message: "a\r\nb")] {

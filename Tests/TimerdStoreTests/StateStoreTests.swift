@@ -208,6 +208,40 @@ import TimerdCore
         try store.applyAndWait([.deleteJob("never-existed")])
     }
 
+    /// A batch with many deletes (a `CANCEL tag=T`) deletes them a chunk at a time: every named job goes
+    /// with its runs and due fires, the others stay, and the batch's order holds around the deletes.
+    @Test func manyDeletesInOneBatchGoTogetherInOrder() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let (store, _) = try StateStore.open(directory: dir.path)
+        defer { store.close() }
+        // More than two chunks, the last one short.
+        let names = (0..<(2 * Database.deleteChunk + 37)).map { "j\($0)" }
+        var setup: [StoreChange] = []
+        for name in names {
+            setup += [
+                .putJob(job(name)), .recordRun(run(name, 1), keep: 10),
+                .recordDueFire(StoredFire(job: name, sequence: 1, scheduled: t0, outcome: "skipped", reason: "paused"), keep: 4),
+            ]
+        }
+        try store.applyAndWait(setup)
+        let kept = names.enumerated().filter { $0.offset % 10 == 0 }.map(\.element)
+        let gone = names.filter { !kept.contains($0) }
+        // A job deleted, put back and deleted again in the same batch: its last change wins.
+        try store.applyAndWait(
+            [.deleteJob("j1"), .putJob(job("j1")), .setPaused("j1", true)] + gone.map { .deleteJob($0) }
+                + [.putJob(job("j3")), .deleteJob("never-existed")])
+        #expect(try store.jobs().map(\.name) == (kept + ["j3"]).sorted())
+        for name in gone where name != "j3" {
+            #expect(try store.history(job: name, limit: 10) == [])
+            #expect(try store.dueFires(job: name, limit: 10) == [])
+        }
+        #expect(try store.history(job: "j3", limit: 10) == [])
+        #expect(try store.history(job: kept[1], limit: 10) == [run(kept[1], 1)])
+        #expect(try store.dueFireSequences() == Dictionary(uniqueKeysWithValues: kept.map { ($0, 1) }))
+        #expect(try store.integrityCheck() == "ok")
+    }
+
     @Test func migrationStepsRunForwardAndANewerFileIsMovedAside() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
