@@ -76,9 +76,9 @@ extension Engine {
             let job = makeJob(request)
             return PlannedChange(kind: .add(job, request), records: isSavedByRequests(job) ? [.job(storedState(job))] : [])
         case .cancel(let names, let requester, let checkOnly):
-            try checkCancel(names, by: requester)
+            let jobs = try checkCancel(names, by: requester)
             if checkOnly { return PlannedChange(kind: .checked, records: []) }
-            return PlannedChange(kind: .cancel(names), records: savedJobs(names).map { .deleteJob($0.name) })
+            return PlannedChange(kind: .cancel(names), records: jobs.filter(isSavedByRequests).map { .deleteJob($0.name) })
         case .pause(let names, let requester, let checkOnly):
             try checkPause(names, by: requester)
             if checkOnly { return PlannedChange(kind: .checked, records: []) }
@@ -125,7 +125,14 @@ extension Engine {
                 return .done
             }
         case .cancel(let names):
-            for name in names { remove(name, reason: "cancelled") }
+            // Several jobs: one line for them all; a job that leaves runs going or fires pending still has
+            // its own (100,000 lines that each said "cancelled" held the log's queue, which dropped some).
+            guard names.count > 1 else {
+                remove(names[0], reason: "cancelled")
+                return .success(.done)
+            }
+            let removed = names.filter { remove($0, reason: "cancelled", logged: false) }
+            if !removed.isEmpty { log(.info, Self.cancelledSummary(removed)) }
             return .success(.done)
         case .pause(let names):
             pause(names)
@@ -232,20 +239,31 @@ extension Engine {
     }
 
     /// Throws what cancelling would: every job must exist, be the requester's, and be a runtime job.
-    private mutating func checkCancel(_ names: [JobName], by requester: Requester) throws(TimerdError) {
-        for name in names {
+    /// Returns the jobs.
+    private mutating func checkCancel(_ names: [JobName], by requester: Requester) throws(TimerdError) -> [EngineJob] {
+        try names.map { name throws(TimerdError) in
             let job = try lookup(name, changedBy: requester)
             if case .config(let file, let line) = job.origin {
                 throw TimerdError(
                     .declaredInConfig,
                     "\(name) is declared in \(file):\(line); remove it there and reload (it can be paused)")
             }
+            return job
         }
     }
 
+    /// `cancelled 3 jobs: a, b, c`; beyond ten names, `…, j9 and 990 more`.
+    static func cancelledSummary(_ names: [JobName]) -> String {
+        let shown = names.prefix(10).map(\.rawValue).joined(separator: ", ")
+        return "cancelled \(names.count) jobs: " + shown + (names.count > 10 ? " and \(names.count - 10) more" : "")
+    }
+
     /// Removes a job, stops its timer and drops its pending fires. Running runs finish on their own.
-    package mutating func remove(_ name: JobName, reason: String) {
-        guard let job = jobs.removeValue(forKey: name) else { return }
+    /// Logs why, unless `logged` is false and there is nothing to say but `reason`. False when there is no
+    /// such job.
+    @discardableResult
+    package mutating func remove(_ name: JobName, reason: String, logged: Bool = true) -> Bool {
+        guard let job = jobs.removeValue(forKey: name) else { return false }
         // Its stored spec and history go with it (a config job removed from the config too).
         if job.spec.owner == nil { persist(.deleteJob(name)) }
         disarm(job)
@@ -256,8 +274,9 @@ extension Engine {
         var message = reason
         if !job.active.isEmpty { message += "; \(job.active.count) run(s) still going will finish on their own" }
         if dropped > 0 { message += "; \(dropped) pending fire(s) dropped" }
-        log(.info, name, message)
+        if logged || message != reason { log(.info, name, message) }
         decide(.cancelled(name, reason: message))
+        return true
     }
 
     private mutating func checkPause(_ names: [JobName], by requester: Requester) throws(TimerdError) {
