@@ -34,18 +34,21 @@ import TimerdProtocol
     }
 
     @Test func monotonicJobsFireInDeadlineOrderNeverEarly() async throws {
-        try await registry.add(spec("c", ["in": "90ms", "command": "true"]), origin: .runtime)
-        try await registry.add(spec("a", ["in": "30ms", "command": "true"]), origin: .runtime)
-        try await registry.add(spec("b", ["in": "60ms", "command": "true", "leeway": "5ms"]), origin: .runtime)
+        await registry.declare([
+            try spec("c", ["in": "90ms", "command": "true"]),
+            try spec("a", ["in": "30ms", "command": "true"]),
+            try spec("b", ["in": "60ms", "command": "true", "leeway": "5ms"]),
+        ])
         let events = await nextFires(3)
         #expect(events.map(\.job) == ["a", "b", "c"])
         for event in events { #expect(event.lateness_ms! >= 0) }
     }
 
-    @Test func aCancelledJobDoesNotFire() async throws {
-        try await registry.add(spec("x", ["in": "20ms", "command": "true"]), origin: .runtime)
-        try await registry.add(spec("y", ["in": "60ms", "command": "true"]), origin: .runtime)
-        try await registry.cancel([JobName("x")])
+    @Test func aDisarmedJobDoesNotFire() async throws {
+        let x = try spec("x", ["in": "20ms", "command": "true"])
+        let y = try spec("y", ["in": "60ms", "command": "true"])
+        // x is armed first, then dropped from the config (disarmed) in the same step.
+        await registry.declare([x, y], then: [y])
         let events = await nextFires(1)
         #expect(events.map(\.job) == ["y"])
         await settle(registry)
@@ -70,5 +73,15 @@ import TimerdProtocol
         let events = await nextFires(1)
         #expect(events.map(\.job) == ["later"])
         #expect(clock.wallNow >= at)
+    }
+}
+
+extension Registry {
+    /// Declares `specs` as the config, then `later` (if given), in one step of the registry: the
+    /// deadlines count from one now, and nothing fires in between, however slow the machine.
+    func declare(_ specs: [JobSpec], then later: [JobSpec]? = nil) {
+        func declared(_ specs: [JobSpec]) -> [DeclaredJob] { specs.map { DeclaredJob(spec: $0, file: "test.conf", line: 1, civil: nil) } }
+        deliver(.reload(declared(specs), maxRunning: 10))
+        if let later { deliver(.reload(declared(later), maxRunning: 10)) }
     }
 }
