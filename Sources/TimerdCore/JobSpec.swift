@@ -4,8 +4,9 @@ public enum Action: Equatable, Sendable {
     case shell(String)
     /// Run directly; `argv[0]` is looked up in `PATH` when it has no slash.
     case argv([String])
-    /// An HTTP(S) request.
-    case webhook(Webhook)
+    /// An HTTP(S) request (out of line: a `Webhook` is 145 bytes, a command line 16, and every job
+    /// keeps its action).
+    indirect case webhook(Webhook)
 
     /// For logs: a webhook's URL without secrets (see `Webhook.redactedURL`).
     public var summary: String {
@@ -44,56 +45,34 @@ public struct KeyValue: Equatable, Hashable, Sendable {
 /// Built and validated by `JobSpec.init(name:options:argv:)`; `options` turns it back into the same keys,
 /// so `JobSpec(name:options: spec.options, argv: nil) == spec`.
 public struct JobSpec: Equatable, Sendable {
+    // Stored in this order so that the one-byte fields fill the gaps after the enums: a spec is kept for
+    // every job. The keys most jobs leave unset (`timezone`, `env`, `cwd`, `owner`, …) are in `rare`,
+    // out of line (`JobSpec+Rare.swift`).
     public var name: JobName
-    public var schedule: Schedule
-    /// The IANA zone of a cron or calendar schedule (`timezone=`); nil means the system zone.
-    public var timezone: String?
-    /// Overrides of the DST rules for cron and calendar schedules (nil: the schedule kind's default).
-    public var dstGap: DSTGap?
-    public var dstRepeat: DSTRepeat?
     /// A random delay added to each fire, up to this long (`jitter=`).
     public var jitter: Duration
+    /// A fire handled at most this late still runs as scheduled (`misfire_grace=`).
+    public var misfireGrace: Duration
+    /// How late the timer may fire to let the kernel coalesce wake-ups.
+    public var leeway: Duration
+    /// After `timeout`, SIGKILL this long after SIGTERM.
+    public var killGrace: Duration
+    /// How many finished runs of this job the state store keeps (`history_limit=`).
+    public var historyLimit: Int
+    /// Labels for acting on many jobs at once (`tag=`, repeatable).
+    public var tags: [String]
+    /// The daemon modes the job fires in (`modes=`, default `default`; `common` means every mode).
+    public var modes: [String]
+    var rare: RareKeys
+    public var schedule: Schedule
     /// The delay is the same for every fire, derived from the machine id and the job's name
     /// (`fixed_jitter=yes`, like systemd's `FixedRandomDelay=`).
     public var fixedJitter: Bool
     /// What happens to fires that were missed: while timerd was down, or handled later than
     /// `misfireGrace` (`misfire=`).
     public var misfire: MisfirePolicy
-    /// A fire handled at most this late still runs as scheduled (`misfire_grace=`).
-    public var misfireGrace: Duration
-    /// How many finished runs of this job the state store keeps (`history_limit=`).
-    public var historyLimit: Int
-    /// Stop after this many scheduled runs (`every` jobs only; one-shots run once).
-    public var count: Int?
-    /// How late the timer may fire to let the kernel coalesce wake-ups.
-    public var leeway: Duration
-    public var action: Action
-    /// Kill a run that takes longer than this (SIGTERM to its process group, SIGKILL after `killGrace`).
-    public var timeout: Duration?
-    public var killGrace: Duration
     public var overlap: OverlapPolicy
-    /// Extra environment for the action, in order.
-    public var env: [KeyValue]
-    /// The job's user info, handed to the action as `TIMERD_META_<KEY>`.
-    public var meta: [KeyValue]
-    /// Working directory of the action (default `/`).
-    public var cwd: String?
-    /// The user the action runs as (`user=`; nil: the job's owner, see `docs/security.md`).
-    public var user: String?
-    /// The primary group the action runs with (`group=`; nil: the user's own).
-    public var group: String?
-    /// What the job's life is bound to: it is cancelled when its owner goes away (`owner=`).
-    public var owner: Owner?
-    /// Labels for acting on many jobs at once (`tag=`, repeatable).
-    public var tags: [String]
-    /// The daemon modes the job fires in (`modes=`, default `default`; `common` means every mode).
-    public var modes: [String]
-    /// Told when a run fails after a success (or as the first run), and when a run succeeds after a failure.
-    public var onFailure: NotifyTarget?
-    public var onRecovery: NotifyTarget?
-    /// Whether the job is shared by a cluster of timerd nodes (`cluster=`; nil: the default of where it
-    /// comes from: runtime jobs are shared in cluster mode, config jobs are not; `docs/cluster.md`).
-    public var cluster: Bool?
+    public var action: Action
 
     public init(
         name: JobName, schedule: Schedule, action: Action, count: Int? = nil, leeway: Duration = .zero,
@@ -105,32 +84,21 @@ public struct JobSpec: Equatable, Sendable {
         historyLimit: Int = Limits.defaultHistoryLimit, user: String? = nil, group: String? = nil, cluster: Bool? = nil
     ) {
         self.name = name
-        self.cluster = cluster
-        self.user = user
-        self.group = group
         self.misfire = misfire
         self.misfireGrace = misfireGrace
         self.historyLimit = historyLimit
-        self.timezone = timezone
-        self.dstGap = dstGap
-        self.dstRepeat = dstRepeat
         self.jitter = jitter
         self.fixedJitter = fixedJitter
         self.schedule = schedule
         self.action = action
-        self.count = count
         self.leeway = leeway
-        self.timeout = timeout
         self.killGrace = killGrace
         self.overlap = overlap
-        self.env = env
-        self.meta = meta
-        self.cwd = cwd
-        self.owner = owner
         self.tags = tags
         self.modes = modes
-        self.onFailure = onFailure
-        self.onRecovery = onRecovery
+        rare = RareKeys(RareKeys.Values(
+            timezone: timezone, dstGap: dstGap, dstRepeat: dstRepeat, count: count, timeout: timeout, env: env, meta: meta,
+            cwd: cwd, user: user, group: group, owner: owner, onFailure: onFailure, onRecovery: onRecovery, cluster: cluster))
     }
 
     /// Every key a job accepts, in the order `options` writes them. The same list documents config keys,

@@ -11,6 +11,8 @@ extension Registry {
     /// engine re-arms every wall-clock job at once for its new next fire.
     func wallClockChanged(reason: String) {
         deliver(.wallClockSet(reason: reason))
+        // The wall timer was set as a delay from the wall clock's old now.
+        setTimer(.wall, force: true)
     }
 
     /// Re-reads the zones of all cron and calendar jobs (after `SystemTimeZones.forgetLoadedZones`) and

@@ -5,19 +5,15 @@ import TimerdProtocol
 import TimerdStore
 import TimerdSystem
 
-/// Carrying out the engine's effects: Dispatch timers, runs, owner watches, the store, the cluster,
-/// watchers, statistics and the log.
+/// Carrying out the engine's effects: timers (`Registry+Timers.swift`), runs, owner watches, the store,
+/// the cluster, watchers, statistics and the log.
 extension Registry {
     func interpret(_ effect: Effect) {
         switch effect {
         case .arm(let name, let jobID, let deadline, let leeway):
             arm(name, jobID: jobID, deadline, leeway: leeway)
-        case .disarm(let name, let jobID):
-            if let entry = timers[name], entry.jobID == jobID {
-                entry.timer.cancel()
-                timers[name] = nil
-                noteStatusChange()
-            }
+        case .disarm(_, let jobID):
+            disarm(jobID: jobID)
         case .startRun(let start):
             startRun(start)
         case .stopRun(let name, let jobID, let run, let reason, let kill):
@@ -60,34 +56,6 @@ extension Registry {
             for waiter in waiters { waiter.resume() }
         case .reply, .writeAhead:
             break  // taken by `handle`
-        }
-    }
-
-    // MARK: - Timers
-
-    /// Arms (or re-arms) the job's timer. Monotonic deadlines are Dispatch deadlines as they are; a wall
-    /// deadline is armed as a delay from the wall clock's now, and re-armed when the clock is set.
-    private func arm(_ name: JobName, jobID: UInt64, _ deadline: Deadline, leeway: Duration) {
-        noteStatusChange()
-        let timer: any DispatchSourceTimer
-        if let entry = timers[name], entry.jobID == jobID {
-            timer = entry.timer
-        } else {
-            timers[name]?.timer.cancel()
-            timer = DispatchSource.makeTimerSource(flags: leeway == .zero ? .strict : [], queue: queue)
-            timer.setEventHandler { [unowned self] in
-                self.assumeIsolated { _ = $0.deliver(.deadlineReached(name, jobID: jobID)) }
-            }
-            timer.activate()
-            timers[name] = (jobID, timer)
-        }
-        let slack = DispatchTimeInterval.nanoseconds(Int(leeway.nanoseconds))
-        switch deadline {
-        case .mono(let instant):
-            timer.schedule(deadline: DispatchTime(uptimeNanoseconds: instant.nanosecondsSinceBoot), repeating: .never, leeway: slack)
-        case .wall(let time):
-            let delay = max(.zero, time - clock.wallNow)
-            timer.schedule(wallDeadline: .now() + .nanoseconds(Int(delay.nanoseconds)), repeating: .never, leeway: slack)
         }
     }
 

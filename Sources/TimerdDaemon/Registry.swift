@@ -32,8 +32,8 @@ actor Registry {
     /// Every scheduling decision.
     var engine: Engine
 
-    /// Each job's timer, with the id of the job it was armed for.
-    var timers: [JobName: (jobID: UInt64, timer: any DispatchSourceTimer)] = [:]
+    /// Every armed job's deadline, and the Dispatch timer of each clock (`Registry+Timers.swift`).
+    var timers = RegistryTimers()
     /// Runs in progress by "jobID/runID", so they can be stopped.
     var runHandles: [String: any RunHandle] = [:]
     /// The pidfd watch of each `owner=pid:N` job.

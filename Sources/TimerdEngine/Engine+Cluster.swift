@@ -135,7 +135,7 @@ extension Engine {
         }
         let job = EngineJob(id: nextJobID, spec: shared.spec, origin: .runtime, ownerUID: shared.ownerUID)
         nextJobID += 1
-        namesEverUsed.insert(name.rawValue)
+        noteNameUsed(name)
         job.civil = shared.civil
         job.shared = true
         job.sharedRevision = shared.revision

@@ -213,7 +213,7 @@ extension Engine {
         if let existing = jobs[name] {
             throw TimerdError(.exists, "a job named \(name) already exists (\(existing.origin == .runtime ? "added at run time" : "declared in the config"))")
         }
-        namesEverUsed.insert(name.rawValue)
+        noteNameUsed(name)
         jobs[name] = job
         persistJob(job)
         log(.info, name, "added (\(request.origin.label)): \(spec.schedule.summary): \(spec.action.summary)")

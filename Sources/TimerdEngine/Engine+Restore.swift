@@ -30,7 +30,7 @@ extension Engine {
             }
             let job = EngineJob(id: nextJobID, spec: item.spec, origin: .runtime, ownerUID: item.stored.ownerUID)
             nextJobID += 1
-            namesEverUsed.insert(name.rawValue)
+            noteNameUsed(name)
             job.civil = item.civil
             // A cached cluster job: the leader runs it, and etcd's copy replaces this one once connected.
             job.shared = item.stored.shared && settings.clusterNode != nil && job.spec.owner == nil

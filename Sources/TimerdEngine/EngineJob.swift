@@ -60,6 +60,11 @@ package struct ActiveRun: Sendable, Equatable {
 /// struct of this size was copied in and out of the table each time (most of `simulate`'s time went
 /// there). Only the engine changes it, on whatever single thread drives the engine; the interpreter
 /// reads it between inputs.
+///
+/// The daemon keeps one for every job, so it is kept small (`docs/architecture.md`, "Memory"): what
+/// only a job that has run, waited, skipped or been held has is in `activity`, made when first
+/// written; a calendar schedule is in `civilState`; the stored fields are in an order that lets the
+/// one-byte ones fill the gaps after the optionals.
 package final class EngineJob: @unchecked Sendable {
     package let id: UInt64
     /// Its name (the spec's, kept here: it is read at every step).
@@ -72,70 +77,38 @@ package final class EngineJob: @unchecked Sendable {
     }
     private(set) var specBox: SpecBox
     package var origin: JobOrigin
-    /// The uid of the user who added it (timerd's own for config jobs).
-    package let ownerUID: UInt32
-    package var state: JobState = .scheduled
+    private var civilState: CivilState?
+    private var activity: JobActivity?
 
     // Schedule position.
-    package var grid: FireGrid?
     package var nextIndex: Int64 = 0
-    /// Monotonic deadline of the next fire (`every`, `in`, and a fire set by `RESUME after=`), or nil.
-    package var nextMono: MonoInstant?
-    /// Wall-clock deadline of the next fire (`at`, cron and calendar, jitter included), or nil.
-    package var nextWall: WallTime?
-    /// A cron or calendar job's schedule, resolved in its zone (boxed: large, and most jobs have none).
-    package var civil: CivilSchedule? {
-        get { civilBox?.schedule }
-        set { civilBox = newValue.map(CivilBox.init) }
-    }
-    private var civilBox: CivilBox?
-    /// The scheduled time (jitter not included) of a cron or calendar job's next fire.
-    package var nextNominal: WallTime?
-    /// Where a cron or calendar schedule counts from: when it was armed, then each fire's scheduled time.
-    package var civilBase: WallTime?
     /// Scheduled fires accepted so far (checked against `count`).
     package var acceptedFires = 0
 
     // Durable position.
     package var addedWall = WallTime(nanosecondsSinceEpoch: 0)
+
+    // Cluster mode.
+    /// etcd's revision of the record this job was last built from.
+    package var sharedRevision: Int64 = 0
+
+    /// Numbers this job's due fires (`FireRecord.sequence`).
+    package var fireSequence: UInt64 = 0
+    package var grid: FireGrid?
+    /// The uid of the user who added it (timerd's own for config jobs).
+    package let ownerUID: UInt32
+    /// Monotonic deadline of the next fire (`every`, `in`, and a fire set by `RESUME after=`), or nil.
+    package var nextMono: MonoInstant?
+    package var state: JobState = .scheduled
+    package var shared = false
+    /// Wall-clock deadline of the next fire (`at`, cron and calendar, jitter included), or nil.
+    package var nextWall: WallTime?
     /// `every` jobs: the wall time of grid fire 0, so the phase survives restarts.
     package var anchorWall: WallTime?
     /// The scheduled time of the last scheduled fire: missed fires are the schedule's times after it.
     package var lastScheduledWall: WallTime?
-    /// `misfire=all`: missed fires still to run, oldest first, each after the previous run ends.
-    package var replays: [WallTime] = []
-
-    // Cluster mode.
-    package var shared = false
-    /// etcd's revision of the record this job was last built from.
-    package var sharedRevision: Int64 = 0
-
-    // Runs.
-    package var runs = 0
-    package var nextRunID = 1
-    package var active: [ActiveRun] = []
-    /// The one fire queued behind a running one (`overlap=queue`, or `replace` waiting for the old run).
-    package var queued: PendingFire?
-    package var waitingForSlot = 0
-    /// Fires sent to be claimed in etcd, not decided yet.
-    package var claiming = 0
-
-    // What happened last.
-    package var lastStarted: (id: Int, at: WallTime, lateness: Duration)?
-    package var lastOutcome: (id: Int, outcome: RunOutcome)?
-    package var skipped = 0
-    package var lastSkip: (at: WallTime, reason: String)?
-    package var runsByResult = ResultCounts()
-    package var lastSuccess: WallTime?
-
-    // Owner and mode.
     /// The control connection of an `owner=connection` job.
     package var ownerConnection: Int?
-    /// The one fire held while the daemon is in a mode the job does not run in.
-    package var heldFire: PendingFire?
-    package var heldSince: WallTime?
-    /// Numbers this job's due fires (`FireRecord.sequence`).
-    package var fireSequence: UInt64 = 0
 
     package init(id: UInt64, spec: JobSpec, origin: JobOrigin, ownerUID: UInt32) {
         self.id = id
@@ -160,16 +133,154 @@ package final class EngineJob: @unchecked Sendable {
         if let nextWall { return .wall(nextWall) }
         return nil
     }
+
+    // MARK: - A calendar schedule
+
+    /// A cron or calendar job's schedule, resolved in its zone (out of line: large, and most jobs have
+    /// none). A new schedule keeps the job's place on it (`nextNominal`, `civilBase`).
+    package var civil: CivilSchedule? {
+        get { civilState?.schedule }
+        set { civilState = newValue.map { CivilState($0, nextNominal: civilState?.nextNominal, base: civilState?.base) } }
+    }
+
+    /// The scheduled time (jitter not included) of a cron or calendar job's next fire. Only a job with a
+    /// calendar schedule keeps one.
+    package var nextNominal: WallTime? {
+        get { civilState?.nextNominal }
+        set { civilState?.nextNominal = newValue }
+    }
+
+    /// Where a cron or calendar schedule counts from: when it was armed, then each fire's scheduled time.
+    /// Only a job with a calendar schedule keeps one.
+    package var civilBase: WallTime? {
+        get { civilState?.base }
+        set { civilState?.base = newValue }
+    }
+
+    // MARK: - Runs and what happened (`activity`)
+
+    /// The activity record, made on the first write that is not a default.
+    private var writableActivity: JobActivity {
+        if let activity { return activity }
+        let made = JobActivity()
+        activity = made
+        return made
+    }
+
+    /// `misfire=all`: missed fires still to run, oldest first, each after the previous run ends.
+    package var replays: [WallTime] {
+        get { activity?.replays ?? [] }
+        set { if activity != nil || !newValue.isEmpty { writableActivity.replays = newValue } }
+    }
+
+    package var runs: Int {
+        get { activity?.runs ?? 0 }
+        set { if activity != nil || newValue != 0 { writableActivity.runs = newValue } }
+    }
+
+    package var nextRunID: Int {
+        get { activity?.nextRunID ?? 1 }
+        set { if activity != nil || newValue != 1 { writableActivity.nextRunID = newValue } }
+    }
+
+    package var active: [ActiveRun] {
+        get { activity?.active ?? [] }
+        set { if activity != nil || !newValue.isEmpty { writableActivity.active = newValue } }
+    }
+
+    /// The one fire queued behind a running one (`overlap=queue`, or `replace` waiting for the old run).
+    package var queued: PendingFire? {
+        get { activity?.queued }
+        set { if activity != nil || newValue != nil { writableActivity.queued = newValue } }
+    }
+
+    package var waitingForSlot: Int {
+        get { activity?.waitingForSlot ?? 0 }
+        set { if activity != nil || newValue != 0 { writableActivity.waitingForSlot = newValue } }
+    }
+
+    /// Fires sent to be claimed in etcd, not decided yet.
+    package var claiming: Int {
+        get { activity?.claiming ?? 0 }
+        set { if activity != nil || newValue != 0 { writableActivity.claiming = newValue } }
+    }
+
+    package var lastStarted: (id: Int, at: WallTime, lateness: Duration)? {
+        get { activity?.lastStarted }
+        set { if activity != nil || newValue != nil { writableActivity.lastStarted = newValue } }
+    }
+
+    package var lastOutcome: (id: Int, outcome: RunOutcome)? {
+        get { activity?.lastOutcome }
+        set { if activity != nil || newValue != nil { writableActivity.lastOutcome = newValue } }
+    }
+
+    package var skipped: Int {
+        get { activity?.skipped ?? 0 }
+        set { if activity != nil || newValue != 0 { writableActivity.skipped = newValue } }
+    }
+
+    package var lastSkip: (at: WallTime, reason: String)? {
+        get { activity?.lastSkip }
+        set { if activity != nil || newValue != nil { writableActivity.lastSkip = newValue } }
+    }
+
+    package var runsByResult: ResultCounts {
+        get { activity?.runsByResult ?? ResultCounts() }
+        set { if activity != nil || newValue != ResultCounts() { writableActivity.runsByResult = newValue } }
+    }
+
+    package var lastSuccess: WallTime? {
+        get { activity?.lastSuccess }
+        set { if activity != nil || newValue != nil { writableActivity.lastSuccess = newValue } }
+    }
+
+    /// The one fire held while the daemon is in a mode the job does not run in.
+    package var heldFire: PendingFire? {
+        get { activity?.heldFire }
+        set { if activity != nil || newValue != nil { writableActivity.heldFire = newValue } }
+    }
+
+    package var heldSince: WallTime? {
+        get { activity?.heldSince }
+        set { if activity != nil || newValue != nil { writableActivity.heldSince = newValue } }
+    }
+}
+
+/// What only a job that has run, waited, skipped or been held has (see `EngineJob`).
+final class JobActivity {
+    var replays: [WallTime] = []
+    var runs = 0
+    var nextRunID = 1
+    var active: [ActiveRun] = []
+    var queued: PendingFire?
+    var waitingForSlot = 0
+    var claiming = 0
+    var lastStarted: (id: Int, at: WallTime, lateness: Duration)?
+    var lastOutcome: (id: Int, outcome: RunOutcome)?
+    var skipped = 0
+    var lastSkip: (at: WallTime, reason: String)?
+    var runsByResult = ResultCounts()
+    var lastSuccess: WallTime?
+    var heldFire: PendingFire?
+    var heldSince: WallTime?
+}
+
+/// A cron or calendar job's schedule and its place on it (see `EngineJob.civil`).
+final class CivilState {
+    let schedule: CivilSchedule
+    var nextNominal: WallTime?
+    var base: WallTime?
+
+    init(_ schedule: CivilSchedule, nextNominal: WallTime?, base: WallTime?) {
+        self.schedule = schedule
+        self.nextNominal = nextNominal
+        self.base = base
+    }
 }
 
 /// Holds a `JobSpec` out of line (see `EngineJob.spec`).
 package final class SpecBox: Sendable {
     let spec: JobSpec
     init(_ spec: JobSpec) { self.spec = spec }
-}
-
-/// Holds a `CivilSchedule` out of line (see `EngineJob.civil`).
-final class CivilBox: Sendable {
-    let schedule: CivilSchedule
-    init(_ schedule: CivilSchedule) { self.schedule = schedule }
 }

@@ -2,7 +2,8 @@ import TimerdCore
 
 /// Where a job came from.
 package enum JobOrigin: Equatable, Sendable {
-    case config(file: String, line: Int)
+    /// Out of line: a word instead of three in every job, and most jobs are runtime ones.
+    indirect case config(file: String, line: Int)
     case runtime
 
     package var label: String {

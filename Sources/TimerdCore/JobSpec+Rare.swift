@@ -1,0 +1,126 @@
+/// The keys of a `JobSpec` that most jobs leave unset, kept out of line: nothing at all when every one
+/// is unset, one shared immutable box otherwise (a change makes a new box). Inline they were 170 of a
+/// spec's 490 bytes, and the daemon keeps a spec for every job (`docs/architecture.md`, "Memory").
+struct RareKeys: Equatable, Sendable {
+    struct Values: Equatable, Sendable {
+        var timezone: String?
+        var dstGap: DSTGap?
+        var dstRepeat: DSTRepeat?
+        var count: Int?
+        var timeout: Duration?
+        var env: [KeyValue] = []
+        var meta: [KeyValue] = []
+        var cwd: String?
+        var user: String?
+        var group: String?
+        var owner: Owner?
+        var onFailure: NotifyTarget?
+        var onRecovery: NotifyTarget?
+        var cluster: Bool?
+    }
+
+    private final class Box: Sendable {
+        let values: Values
+        init(_ values: Values) { self.values = values }
+    }
+
+    private var box: Box?
+
+    init(_ values: Values) {
+        box = values == Values() ? nil : Box(values)
+    }
+
+    var values: Values {
+        get { box?.values ?? Values() }
+        set { self = RareKeys(newValue) }
+    }
+
+    static func == (lhs: RareKeys, rhs: RareKeys) -> Bool {
+        lhs.box === rhs.box || lhs.values == rhs.values
+    }
+}
+
+extension JobSpec {
+    /// The IANA zone of a cron or calendar schedule (`timezone=`); nil means the system zone.
+    public var timezone: String? {
+        get { rare.values.timezone }
+        set { rare.values.timezone = newValue }
+    }
+
+    /// Overrides of the DST rules for cron and calendar schedules (nil: the schedule kind's default).
+    public var dstGap: DSTGap? {
+        get { rare.values.dstGap }
+        set { rare.values.dstGap = newValue }
+    }
+
+    public var dstRepeat: DSTRepeat? {
+        get { rare.values.dstRepeat }
+        set { rare.values.dstRepeat = newValue }
+    }
+
+    /// Stop after this many scheduled runs (`every` jobs only; one-shots run once).
+    public var count: Int? {
+        get { rare.values.count }
+        set { rare.values.count = newValue }
+    }
+
+    /// Kill a run that takes longer than this (SIGTERM to its process group, SIGKILL after `killGrace`).
+    public var timeout: Duration? {
+        get { rare.values.timeout }
+        set { rare.values.timeout = newValue }
+    }
+
+    /// Extra environment for the action, in order.
+    public var env: [KeyValue] {
+        get { rare.values.env }
+        set { rare.values.env = newValue }
+    }
+
+    /// The job's user info, handed to the action as `TIMERD_META_<KEY>`.
+    public var meta: [KeyValue] {
+        get { rare.values.meta }
+        set { rare.values.meta = newValue }
+    }
+
+    /// Working directory of the action (default `/`).
+    public var cwd: String? {
+        get { rare.values.cwd }
+        set { rare.values.cwd = newValue }
+    }
+
+    /// The user the action runs as (`user=`; nil: the job's owner, see `docs/security.md`).
+    public var user: String? {
+        get { rare.values.user }
+        set { rare.values.user = newValue }
+    }
+
+    /// The primary group the action runs with (`group=`; nil: the user's own).
+    public var group: String? {
+        get { rare.values.group }
+        set { rare.values.group = newValue }
+    }
+
+    /// What the job's life is bound to: it is cancelled when its owner goes away (`owner=`).
+    public var owner: Owner? {
+        get { rare.values.owner }
+        set { rare.values.owner = newValue }
+    }
+
+    /// Told when a run fails after a success (or as the first run), and when a run succeeds after a failure.
+    public var onFailure: NotifyTarget? {
+        get { rare.values.onFailure }
+        set { rare.values.onFailure = newValue }
+    }
+
+    public var onRecovery: NotifyTarget? {
+        get { rare.values.onRecovery }
+        set { rare.values.onRecovery = newValue }
+    }
+
+    /// Whether the job is shared by a cluster of timerd nodes (`cluster=`; nil: the default of where it
+    /// comes from: runtime jobs are shared in cluster mode, config jobs are not; `docs/cluster.md`).
+    public var cluster: Bool? {
+        get { rare.values.cluster }
+        set { rare.values.cluster = newValue }
+    }
+}
