@@ -50,8 +50,15 @@ import TimerdCore
         var diagnostics: [String] { reports.diagnostics.withLock { $0 } }
         var isFailing: Bool { if case .failing = store.health { true } else { false } }
 
-        /// Waits for writes to work again (the store's own retries, no new request).
-        func waitForRecovery() -> Bool { eventually { store.health == .ok } }
+        /// Waits for writes to work again (the store's own retries, no new request), and for the handler
+        /// to have heard of it (health is published before the handler is called).
+        func waitForRecovery() -> Bool {
+            eventually {
+                guard store.health == .ok else { return false }
+                if case .recovered? = reported.last { return true }
+                return reported.isEmpty
+            }
+        }
 
         /// The jobs in the file, read by a connection of its own.
         func jobsInFile() throws -> [String] {
