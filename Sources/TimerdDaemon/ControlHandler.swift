@@ -177,6 +177,10 @@ struct ControlHandler: Sendable {
             return .ok(Payload.encode(runs))
         case .why(let name, let limit):
             let info = try await registry.show(name, viewer: client)  // no-such-job for an unknown name
+            // The records the registry holds (it writes them every 100 ms) are written first, so WHY
+            // right after a fire or a PAUSE shows them.
+            await registry.flushFireRecords()
+            registry.store?.flush()
             return .ok(Payload.encode(try dueFires(name, limit: limit ?? ControlCommand.defaultWhyLimit, withReasons: !info.redacted)))
         case .next(let options):
             let query = try NextFireQuery(options: options.map { KeyValue($0.key, $0.value) })
