@@ -1,6 +1,7 @@
 /// The keys of a `JobSpec` that most jobs leave unset, kept out of line: nothing at all when every one
-/// is unset, one shared immutable box otherwise (a change makes a new box). Inline they were 170 of a
-/// spec's 490 bytes, and the daemon keeps a spec for every job (`docs/architecture.md`, "Memory").
+/// is unset, one shared immutable box otherwise (a change makes a new box). Inline they were about
+/// 170 of a spec's 490 bytes, and the daemon keeps a spec for every job (`docs/architecture.md`,
+/// "Memory per job").
 struct RareKeys: Equatable, Sendable {
     struct Values: Equatable, Sendable {
         var timezone: String?

@@ -152,6 +152,8 @@ struct DeadlineQueue {
         let entries = heaps[clock.rawValue].entries
         guard let first = entries.first else { return nil }
         var latest = Self.adding(first.at, first.leeway)
+        // No leeway: nothing after it can end the window sooner.
+        guard latest > first.at else { return Wake(earliest: first.at, latest: latest) }
         // Every entry that could fall due by `latest` narrows it to its own window. They are looked at
         // earliest first (the heap's order: below an entry nothing is earlier), from a frontier of
         // entries whose parents were looked at.

@@ -61,10 +61,10 @@ package struct ActiveRun: Sendable, Equatable {
 /// there). Only the engine changes it, on whatever single thread drives the engine; the interpreter
 /// reads it between inputs.
 ///
-/// The daemon keeps one for every job, so it is kept small (`docs/architecture.md`, "Memory"): what
-/// only a job that has run, waited, skipped or been held has is in `activity`, made when first
-/// written; a calendar schedule is in `civilState`; the stored fields are in an order that lets the
-/// one-byte ones fill the gaps after the optionals.
+/// The daemon keeps one for every job, so it is kept small (`docs/architecture.md`, "Memory per
+/// job"): what only a job that has run, waited, skipped or been held has is in `activity`, made when
+/// first written; a calendar schedule is in `civilState`; the stored fields are in an order that lets
+/// the one-byte ones fill the gaps after the optionals.
 package final class EngineJob: @unchecked Sendable {
     package let id: UInt64
     /// Its name (the spec's, kept here: it is read at every step).

@@ -90,7 +90,8 @@ struct ScaleResult: Codable {
     var fast_command_ms: Summary?
     /// The fast jobs' due → handler lateness during each step (pipelined, list, cancel, per-client).
     var fast_dispatch_ms_by_step: [String: Summary]
-    /// What one armed Dispatch timer source costs by itself (`timerd-bench dispatch-timers N`).
+    /// What one armed Dispatch timer source costs by itself (`timerd-bench dispatch-timers N`): what
+    /// timerd saves with its deadline queue (`docs/architecture.md`, "Timers").
     var dispatch_timer_bytes: Double
 }
 
@@ -168,8 +169,8 @@ func dispatchTimerCost(_ count: Int) throws -> Double {
     return bytes
 }
 
-/// Arms `count` Dispatch timers (due in an hour, each with its own handler, as timerd arms one per job)
-/// and prints the growth of resident memory per timer.
+/// Arms `count` Dispatch timers (due in an hour, each with its own handler, as timerd armed one per job
+/// before its deadline queue) and prints the growth of resident memory per timer.
 func dispatchTimers(_ count: Int) -> Never {
     func resident() -> UInt64 { (try? CurrentProcess.residentSetBytes()) ?? 0 }
     let queue = DispatchQueue(label: "timers")

@@ -623,4 +623,29 @@ struct OwnerTagModeSpecTests {
             try JobSpec(name: Self.job, options: [KeyValue("in", "1s"), KeyValue("command", "true"), KeyValue(key, value)])
         }
     }
+
+    // MARK: - Kept small (docs/architecture.md, "Memory per job")
+
+    @Test("the keys most jobs leave unset are out of line, and a change to them is a change of the spec")
+    func rareKeys() throws {
+        // The daemon keeps a spec for every job: 490 bytes inline before, 169 now (bounds, not exact
+        // sizes, so a compiler's layout may move a little).
+        #expect(MemoryLayout<JobSpec>.size <= 176)
+        #expect(MemoryLayout<RareKeys>.size == MemoryLayout<Int>.size)
+        #expect(MemoryLayout<Action>.size <= 17)
+        let plain = try JobSpecTests.spec(opts(("every", "5s"), ("command", "true")))
+        var changed = plain
+        changed.cwd = "/tmp"
+        changed.env = [KeyValue("A", "1")]
+        #expect(changed != plain)
+        #expect(changed.cwd == "/tmp" && changed.env == [KeyValue("A", "1")] && plain.cwd == nil && plain.env.isEmpty)
+        #expect(try JobSpecTests.spec(changed.options) == changed)
+        // Back to the defaults: equal to a spec that never had them.
+        changed.cwd = nil
+        changed.env = []
+        #expect(changed == plain)
+        let hook = try JobSpecTests.spec(opts(("every", "5s"), ("webhook", "https://example.com/hook"), ("retries", "2")))
+        guard case .webhook(let webhook) = hook.action else { Issue.record("not a webhook"); return }
+        #expect(webhook.retries == 2)
+    }
 }
