@@ -3,7 +3,8 @@
 
 Starts timerd on an empty config with a fresh state directory under WORK_DIR, then each of CONNECTIONS
 clients writes its share of N `ADD NAME every=1h command=true` lines in one go and reads the replies as
-they come. Prints the ADDs acknowledged per second and the resident memory per job (VmRSS after the
+they come. Prints the ADDs acknowledged per second, the daemon's CPU time (user + system) per ADD and the
+resident memory per job (VmRSS after the
 ADDs minus before, divided by N).
 
 Usage: pipelined_add.py TIMERD_BINARY WORK_DIR [N] [CONNECTIONS]
@@ -17,6 +18,12 @@ def vmrss_kb(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def client(sock, k, per, results):
@@ -53,6 +60,7 @@ def main():
             except OSError:
                 time.sleep(0.01)
         before = vmrss_kb(proc.pid)
+        cpu_before = cpu_seconds(proc.pid)
         per = n // conns
         results = []
         start = time.perf_counter()
@@ -63,9 +71,10 @@ def main():
             thread.join()
         elapsed = time.perf_counter() - start
         after = vmrss_kb(proc.pid)
+        cpu = cpu_seconds(proc.pid) - cpu_before
         ok = sum(results)
         print(f"{conns} connection(s): {ok}/{per * conns} ADDs acknowledged in {elapsed:.2f} s = {ok / elapsed:.0f}/s; "
-              f"resident {before} kB -> {after} kB = {(after - before) * 1024 // max(ok, 1)} bytes/job")
+              f"timerd CPU {cpu:.2f} s ({cpu * 1e6 / max(ok, 1):.0f} µs/ADD); resident {before} kB -> {after} kB = {(after - before) * 1024 // max(ok, 1)} bytes/job")
     finally:
         proc.terminate()
         proc.wait()

@@ -211,11 +211,22 @@ actor Connection {
         while !starting, !watchAccepted, !closed, !requests.isEmpty, inFlight < Self.maxInFlight,
               out.count < Self.maxQueuedReplyBytes {
             if parsedNext == nil { parsedNext = ControlHandler.parse(requests[0]) }
-            guard inFlight == 0 || Self.changesNamedJobs(parsedNext!) else { break }
-            requests.removeFirst()
-            let parsed = parsedNext!
-            parsedNext = nil
-            start(parsed)
+            guard Self.changesNamedJobs(parsedNext!) else {
+                guard inFlight == 0 else { break }
+                requests.removeFirst()
+                let parsed = parsedNext!
+                parsedNext = nil
+                start(parsed)
+                continue
+            }
+            // It and the changes of named jobs read after it go together (`ControlHandler.handleBatch`).
+            var batch: [Result<Request, TimerdError>] = []
+            while let next = parsedNext, Self.changesNamedJobs(next), inFlight + batch.count < Self.maxInFlight {
+                batch.append(next)
+                requests.removeFirst()
+                parsedNext = requests.first.map(ControlHandler.parse)
+            }
+            start(batch: batch)
         }
     }
 
@@ -226,39 +237,66 @@ actor Connection {
     private static func changesNamedJobs(_ parsed: Result<Request, TimerdError>) -> Bool {
         guard case .success(let request) = parsed else { return false }
         switch request.verb {
-        case .add, .exec, .cancel, .pause, .resume, .run: return request.value("tag") == nil
+        case .add, .exec, .run: return true  // (`tag=` is one of the job's keys)
+        case .cancel, .pause, .resume: return request.value("tag") == nil
         default: return false
         }
     }
 
+    /// Starts a request that is not a change of named jobs (it has waited for every earlier one).
     private func start(_ parsed: Result<Request, TimerdError>) {
+        guard let number = admit() else { return }
+        let handler = self.handler
+        let id = self.id
+        let client = self.client
+        starting = true
+        Task {
+            let (reply, watch) = await handler.handleWatching(parsed, connection: id, client: client)
+            self.replied(number, reply, watch: watch)
+        }
+    }
+
+    /// Starts changes of named jobs together: the next ones may start once these have handed their
+    /// changes to the store.
+    private func start(batch: [Result<Request, TimerdError>]) {
+        var admitted: [(number: Int, parsed: Result<Request, TimerdError>)] = []
+        for parsed in batch {
+            if let number = admit() { admitted.append((number, parsed)) }
+        }
+        guard let last = admitted.last?.number else { return }
+        starting = true
+        let handler = self.handler
+        let id = self.id
+        let client = self.client
+        let queue = executor.queue
+        // Said by the registry once the changes are handed to the store (see `RequestProgress`).
+        let handedOver: @Sendable () -> Void = { [self] in
+            queue.async { self.assumeIsolated { $0.handedOver(last) } }
+        }
+        Task {
+            let replies = await RequestProgress.$handedOver.withValue(RequestProgress.HandOver(handedOver)) {
+                await handler.handleBatch(admitted.map(\.parsed), connection: id, client: client)
+            }
+            for ((number, _), reply) in zip(admitted, replies) { self.replied(number, reply) }
+        }
+    }
+
+    /// Numbers the next request, or answers it at once when the client exceeds its request rate.
+    private func admit() -> Int? {
         let number = nextNumber
         nextNumber += 1
         inFlight += 1
-        if !client.isAdmin, !requestBucket.take(now: clock.monotonicNow) {
+        guard client.isAdmin || requestBucket.take(now: clock.monotonicNow) else {
             refusedForRate += 1
             let rate = access.settings.maxRequestRate
             // 1st, 10th, 100th, … refusal: a log line each, not one per request.
             if refusedForRate.isLogMilestone {
                 log.warning("control connection \(id) (\(client.label)): more than \(rate) requests/s (max_request_rate); \(refusedForRate) refused so far")
             }
-            return replied(number, Reply(TimerdError(.rateLimited, "more than \(rate) requests per second on this connection (max_request_rate); slow down")))
+            replied(number, Reply(TimerdError(.rateLimited, "more than \(rate) requests per second on this connection (max_request_rate); slow down")))
+            return nil
         }
-        starting = true
-        let handler = self.handler
-        let id = self.id
-        let client = self.client
-        let queue = executor.queue
-        // Said by the registry once the change is handed to the store (see `RequestProgress`).
-        let handedOver: @Sendable () -> Void = { [self] in
-            queue.async { self.assumeIsolated { $0.handedOver(number) } }
-        }
-        Task {
-            let (reply, watch) = await RequestProgress.$handedOver.withValue(RequestProgress.HandOver(handedOver)) {
-                await handler.handleWatching(parsed, connection: id, client: client)
-            }
-            self.replied(number, reply, watch: watch)
-        }
+        return number
     }
 
     /// The request being started has handed its change to the store: the next one may start.

@@ -152,11 +152,7 @@ struct ControlHandler: Sendable {
             if let revision { await registry.noteSharedRevision(names, revision: revision) }
             return Self.reply(selection, names)
         case .resume(let selection, let when):
-            let mode: ResumeMode = switch when {
-            case .onSchedule: .onSchedule
-            case .now: .now
-            case .after(let delay): .after(delay)
-            }
+            let mode = ResumeMode(when)
             let names = await jobs(selection, client)
             try await registry.resume(names, mode: mode, by: client, checkOnly: true)
             let revision = try await writeShared(names, paused: false)
@@ -255,7 +251,7 @@ struct ControlHandler: Sendable {
 
     /// Whether `client` may add `spec` (`docs/security.md`): root may add anything; other users must be
     /// allowed by `allow_users`/`allow_groups` when either is set, and their jobs run as themselves.
-    private func mayAdd(_ spec: JobSpec, client: Client) throws(TimerdError) {
+    func mayAdd(_ spec: JobSpec, client: Client) throws(TimerdError) {
         let denied = { (message: String) -> TimerdError in
             self.log(client, "refused to add \(spec.name): \(message)")
             return TimerdError(.permissionDenied, message)

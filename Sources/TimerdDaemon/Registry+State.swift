@@ -13,18 +13,21 @@ import TimerdSystem
 /// holds what it cannot write yet and writes it when it can (`docs/state.md`). At start-up, what the
 /// store holds goes back into the engine (`restore`).
 extension Registry {
-    /// Writes a request's records as one all-or-nothing batch (at once without a store, as in unit tests).
-    func writeAhead(_ records: [Persist]) async -> Result<Void, TimerdError> {
-        guard let store else { return .success(()) }
-        let changes = records.compactMap(Self.storeChange)
-        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, StoreError>, Never>) in
-            store.apply(changes) { continuation.resume(returning: $0) }
-            // In the store's queue now: the connection may start its next request, which then shares
-            // this one's transaction unless it names the same job.
+    /// Writes requests' records, each request's as one all-or-nothing batch, in one transaction (at once
+    /// without a store, as in unit tests): the result for each, in order.
+    func writeAhead(_ records: [[Persist]]) async -> [Result<Void, TimerdError>] {
+        guard let store else { return records.map { _ in .success(()) } }
+        let batches = records.map { $0.compactMap(Self.storeChange) }
+        let results = await withCheckedContinuation { (continuation: CheckedContinuation<[Result<Void, StoreError>], Never>) in
+            store.apply(batches: batches) { continuation.resume(returning: $0) }
+            // In the store's queue now: the connection may start its next requests, which then share
+            // this transaction unless they name the same jobs.
             RequestProgress.handedOver.callback?()
         }
-        return result.mapError { error in
-            TimerdError(.storageUnavailable, "the change could not be saved, so it was not made: \(error.message)")
+        return results.map { result in
+            result.mapError { error in
+                TimerdError(.storageUnavailable, "the change could not be saved, so it was not made: \(error.message)")
+            }
         }
     }
 

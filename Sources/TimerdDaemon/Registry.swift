@@ -126,6 +126,16 @@ actor Registry {
     /// the same job take effect one after the other, in the order they came.
     @discardableResult
     func request(_ input: Input, naming names: [JobName]) async throws(TimerdError) -> Answer {
+        try await requests([NamedRequest(input, naming: names)])[0].get()
+    }
+
+    /// Requests as `request` handles each, in order, with their writes in one transaction and one wait
+    /// for it (a control connection's burst of changes: `Connection`). Each gets its own answer: one
+    /// refused or not saved changes nothing of the others. The names of all of them are held from the
+    /// start, so requests after these that name the same jobs take effect after them; requests of the
+    /// batch that name a job an earlier one names are planned after the earlier one took effect.
+    func requests(_ batch: [NamedRequest]) async -> [Result<Answer, TimerdError>] {
+        let names = Set(batch.lazy.flatMap(\.names))
         while names.contains(where: namesBeingChanged.contains) {
             await withCheckedContinuation { nameWaiters.append($0) }
         }
@@ -136,16 +146,52 @@ actor Registry {
             nameWaiters = []
             for waiter in waiters { waiter.resume() }
         }
-        let handled = handle(input)
-        if let answer = handled.answer { return try answer.get() }
-        guard let (change, records) = handled.writeAhead else { preconditionFailure("the engine did not answer a request") }
-        let saved: Input
-        switch await writeAhead(records) {
-        case .success: saved = .changeSaved(change)
-        case .failure(let error): saved = .changeNotSaved(change, error)
+        var answers: [Result<Answer, TimerdError>] = []
+        answers.reserveCapacity(batch.count)
+        var rest = batch[...]
+        while !rest.isEmpty {
+            // The longest run naming different jobs is planned, written and applied together.
+            var named = Set<JobName>()
+            let run = rest.prefix { request in
+                defer { named.formUnion(request.names) }
+                return !request.names.contains(where: named.contains)
+            }
+            rest = rest.dropFirst(run.count)
+            answers += await plannedAndSaved(run)
         }
-        guard let answer = handle(saved).answer else { preconditionFailure("the engine did not answer a saved change") }
-        return try answer.get()
+        return answers
+    }
+
+    /// Plans requests that name different jobs, writes what they change, then applies each change
+    /// (or its failure).
+    private func plannedAndSaved(_ run: ArraySlice<NamedRequest>) async -> [Result<Answer, TimerdError>] {
+        var answers: [Result<Answer, TimerdError>?] = []
+        answers.reserveCapacity(run.count)
+        var saving: [(index: Int, change: UInt64)] = []
+        var records: [[Persist]] = []
+        for request in run {
+            let handled = handle(request.input)
+            if let answer = handled.answer {
+                answers.append(answer)
+            } else if let (change, written) = handled.writeAhead {
+                saving.append((answers.count, change))
+                records.append(written)
+                answers.append(nil)
+            } else {
+                preconditionFailure("the engine did not answer a request")
+            }
+        }
+        guard !saving.isEmpty else { return answers.map { $0! } }
+        let results = await writeAhead(records)
+        for ((index, change), result) in zip(saving, results) {
+            let saved: Input = switch result {
+            case .success: .changeSaved(change)
+            case .failure(let error): .changeNotSaved(change, error)
+            }
+            guard let answer = handle(saved).answer else { preconditionFailure("the engine did not answer a saved change") }
+            answers[index] = answer
+        }
+        return answers.map { $0! }
     }
 
     // MARK: - Requests
@@ -153,8 +199,7 @@ actor Registry {
     /// Adds a job and arms its timer. Throws `exists` if the name is taken, `bad-argument` if an `at` time
     /// has already passed or the owner process does not exist.
     func add(_ spec: JobSpec, origin: JobOrigin, connection: Int? = nil, owner: Client = .daemon) async throws(TimerdError) {
-        let request = AddJob(spec: spec, origin: origin, owner: owner.requester, civil: try HostConfig.civilSchedule(for: spec),
-                             connection: connection)
+        let request = try Self.addJob(spec, origin: origin, connection: connection, owner: owner)
         // The owner process is watched from before the job exists, so its exit cannot be missed; the
         // request is checked before that watch is made (the engine checks every request again).
         if case .process = spec.owner { try checkAdd(request) }
@@ -168,10 +213,15 @@ actor Registry {
         if let watch, let job = engine.job(spec.name) { ownerWatches[spec.name] = (job.id, watch) }
     }
 
+    /// The engine's request to add `spec`.
+    nonisolated static func addJob(_ spec: JobSpec, origin: JobOrigin, connection: Int? = nil, owner: Client) throws(TimerdError) -> AddJob {
+        AddJob(spec: spec, origin: origin, owner: owner.requester, civil: try HostConfig.civilSchedule(for: spec), connection: connection)
+    }
+
     /// Throws what `add` would throw for `spec`, changing nothing (a shared job is checked here before it
     /// is written to etcd).
     func checkAdd(_ spec: JobSpec, origin: JobOrigin, owner: Client = .daemon) throws(TimerdError) {
-        try checkAdd(AddJob(spec: spec, origin: origin, owner: owner.requester, civil: try HostConfig.civilSchedule(for: spec)))
+        try checkAdd(Self.addJob(spec, origin: origin, owner: owner))
     }
 
     private func checkAdd(_ request: AddJob) throws(TimerdError) {
@@ -185,6 +235,9 @@ actor Registry {
 
     /// A name for `EXEC` that no job in this daemon's life has had.
     func generateName() -> JobName { engine.generateName() }
+
+    /// `count` names for `EXEC`s, as `generateName` gives them.
+    func generateNames(_ count: Int) -> [JobName] { (0..<count).map { _ in engine.generateName() } }
 
     /// Cancels runtime jobs: every one or none. With `checkOnly`, only throws what cancelling would throw.
     func cancel(_ names: [JobName], by client: Client = .daemon, checkOnly: Bool = false) async throws(TimerdError) {
@@ -266,4 +319,15 @@ extension Client {
 struct FireRecordKey: Hashable {
     var job: String
     var sequence: UInt64
+}
+
+/// A request for `Registry.requests`: the engine's input and the jobs it changes.
+struct NamedRequest: Sendable {
+    var input: Input
+    var names: [JobName]
+
+    init(_ input: Input, naming names: [JobName]) {
+        self.input = input
+        self.names = names
+    }
 }

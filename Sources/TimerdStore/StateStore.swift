@@ -175,6 +175,26 @@ public final class StateStore: Sendable {
         connection.queue.async { connection.submit(changes, done: done) }
     }
 
+    /// Applies several callers' batches as `apply` does each (all or nothing each, in order, in the same
+    /// transaction): one hop to the store's queue for them all, and one `done` with their results in
+    /// order once all are committed or failed.
+    public func apply(batches: [[StoreChange]], done: @escaping @Sendable ([Result<Void, StoreError>]) -> Void) {
+        guard !batches.isEmpty else { return done([]) }
+        let connection = connection
+        connection.queue.async {
+            // Every `done` below runs on the store's queue, one after the other.
+            var results: [Result<Void, StoreError>?] = Array(repeating: nil, count: batches.count)
+            var waiting = batches.count
+            for (index, changes) in batches.enumerated() {
+                connection.submit(changes) { result in
+                    results[index] = result
+                    waiting -= 1
+                    if waiting == 0 { done(results.map { $0! }) }
+                }
+            }
+        }
+    }
+
     /// Writes background changes (fire bookkeeping, run history, `WHY` records, jobs that fires add or
     /// delete): never reported to a caller. While writes fail they are held, in order, coalesced (a newer
     /// fire of a job replaces the older; history beyond a job's `keep` goes; a deleted job's changes go),

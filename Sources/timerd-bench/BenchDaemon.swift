@@ -7,13 +7,14 @@ final class BenchDaemon {
     let socket: String
     let log: String
 
-    /// Starts `timerd` with `config` (the text of `[daemon]` settings and jobs) and waits until it answers
-    /// `PING`.
+    /// Starts `timerd` with `config` (the text of `[daemon]` settings and jobs) and no state (an earlier
+    /// run's is removed) and waits until it answers `PING`.
     init(timerd: String, workDirectory: String, name: String, config: String) throws {
         let configPath = "\(workDirectory)/\(name).conf"
         socket = "\(workDirectory)/\(name).sock"
         log = "\(workDirectory)/\(name).log"
         try? FileSystem.unlink(socket)
+        try? FileManager.default.removeItem(atPath: configPath + ".state")
         try FileSystem.writeAtomically(configPath, config)
         let output = try FileDescriptor.open(log, .writeOnly, options: [.create, .truncate])
         defer { try? output.close() }

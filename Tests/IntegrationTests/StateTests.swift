@@ -54,6 +54,58 @@ import TimerdStore
         }
     }
 
+    /// Every verb that goes into a burst's batch (`ControlHandler.handleBatch`), with lines that are
+    /// refused, a line in error and an `ADD` with an owner process (which makes the burst go one request
+    /// at a time): each gets its own reply, in order, and the others are not affected.
+    @Test func aBurstOfMixedChangesGetsOneReplyEachInOrder() throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeTemporaryDirectory(directory) }
+        let daemon = try Daemon(stateDirectory: directory + "/state")
+        let client = try Client(path: daemon.socket)
+        let marker = directory + "/ran"
+        let burst: [(line: String, reply: String)] = [
+            ("ADD a every=1h command=true", "OK"),
+            ("EXEC start=1h command=true", "OK {\"name\":\"exec-"),
+            ("ADD b every=1h command='touch \(marker)'", "OK"),
+            ("PAUSE a", "OK"),
+            ("ADD a every=2h command=true", "ERR exists"),
+            ("ADD c every=nonsense command=true", "ERR bad-argument"),
+            ("CANCEL nosuch", "ERR no-such-job"),
+            ("RUN b", "OK {\"status\":\"started\"}"),
+            ("RESUME a", "OK"),
+            ("ADD d every=1h", "ERR"),
+            ("CANCEL a", "OK"),
+            ("EXEC start=1h command=true", "OK {\"name\":\"exec-"),
+            ("ADD a every=3h command=true", "OK"),
+        ]
+        try client.write(burst.map { $0.line + "\n" }.joined())
+        for (line, reply) in burst {
+            let got = try client.readLine()
+            #expect(got.hasPrefix(reply), "\(line): \(got.prefix(160))")
+        }
+        try eventually("b ran") { FileManager.default.fileExists(atPath: marker) }
+        #expect(try daemon.listNames().filter { !$0.hasPrefix("exec-") } == ["a", "b"])
+        #expect(try daemon.listNames().filter { $0.hasPrefix("exec-") }.count == 2)
+        #expect(try daemon.show("a")["schedule"] as? String == "every 3h")
+
+        // An owner process in the burst: handled one request at a time, same replies.
+        let owner = "owner=pid:\(getpid())"
+        let second: [(line: String, reply: String)] = [
+            ("ADD e every=1h command=true", "OK"),
+            ("ADD owned every=1h \(owner) command=true", "OK"),
+            ("ADD e every=1h command=true", "ERR exists"),
+            ("CANCEL owned", "OK"),
+            ("PAUSE e", "OK"),
+        ]
+        try client.write(second.map { $0.line + "\n" }.joined())
+        for (line, reply) in second {
+            let got = try client.readLine()
+            #expect(got.hasPrefix(reply), "\(line): \(got.prefix(160))")
+        }
+        #expect(try daemon.state("e") == "paused")
+        #expect(try !daemon.listNames().contains("owned"))
+    }
+
     @Test func jobsAddedAtRunTimeComeBackWithTheirState() throws {
         let directory = try makeTemporaryDirectory()
         // Registered before the daemons below exist, so it runs after they are released (stopped).

@@ -85,4 +85,44 @@ import TimerdStore
         #expect(codes.contains(TimerdError.Code.exists))
         #expect(try store.jobs().count == 1)
     }
+
+    /// A burst's batch (`Registry.requests`): each request its own answer, requests naming a job an
+    /// earlier one names planned after it took effect, one transaction for the lot; when it cannot be
+    /// written, every change of the batch is refused and nothing changed.
+    @Test func aBatchAnswersEachRequestAndFailsWholeWhenItCannotBeWritten() async throws {
+        defer { removeAll() }
+        let a = try JobName("a"), b = try JobName("b")
+        func add(_ name: String, _ every: String) throws -> NamedRequest {
+            let job = try spec(name, ["every": every, "command": "true"])
+            return NamedRequest(.add(try Registry.addJob(job, origin: .runtime, owner: .daemon)), naming: [job.name])
+        }
+        let requester = Client.daemon.requester
+        let transactions = store.counters.transactions
+        let answers = await registry.requests([
+            try add("a", "1h"), try add("b", "1h"), try add("a", "2h"),
+            NamedRequest(.pause([a], by: requester, checkOnly: false), naming: [a]),
+            NamedRequest(.cancel([try JobName("nosuch")], by: requester, checkOnly: false), naming: [try JobName("nosuch")]),
+            NamedRequest(.cancel([b], by: requester, checkOnly: false), naming: [b]),
+        ])
+        #expect(answers.map { (try? $0.get()) == .done } == [true, true, false, true, false, true])
+        #expect(answers[2].errorCode == .exists && answers[4].errorCode == .noSuchJob)
+        // Two runs: [a, b] and [a, pause a…] (the second ADD of a and what follows waited for the first).
+        #expect(store.counters.transactions - transactions == 2)
+        #expect(await registry.engine.job(a)?.state == .paused)
+        #expect(await registry.engine.job(b) == nil)
+        #expect(try store.jobs().map { ($0.name, $0.paused) }.elementsEqual([("a", true)], by: ==))
+
+        setFault(true)
+        let refused = await registry.requests([try add("c", "1h"), NamedRequest(.resume([a], .onSchedule, by: requester, checkOnly: false), naming: [a])])
+        #expect(refused.allSatisfy { $0.errorCode == .storageUnavailable })
+        #expect(await registry.engine.job(try JobName("c")) == nil)
+        #expect(await registry.engine.job(a)?.state == .paused)
+        setFault(false)
+    }
+}
+
+extension Result where Failure == TimerdError {
+    fileprivate var errorCode: TimerdError.Code? {
+        if case .failure(let error) = self { error.code } else { nil }
+    }
 }
