@@ -234,7 +234,7 @@ actor Connection {
     /// `RUN` with names): it may start while earlier ones wait for their commit, since the registry makes
     /// requests naming the same job take effect in order. Anything else (a read, a `tag=` selection,
     /// `MODE`, a line in error…) starts once every earlier request is done, so it sees their effects.
-    private static func changesNamedJobs(_ parsed: Result<Request, TimerdError>) -> Bool {
+    static func changesNamedJobs(_ parsed: Result<Request, TimerdError>) -> Bool {
         guard case .success(let request) = parsed else { return false }
         switch request.verb {
         case .add, .exec, .run: return true  // (`tag=` is one of the job's keys)
