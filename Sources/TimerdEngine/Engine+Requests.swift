@@ -264,10 +264,13 @@ extension Engine {
     @discardableResult
     package mutating func remove(_ name: JobName, reason: String, logged: Bool = true) -> Bool {
         guard let job = jobs.removeValue(forKey: name) else { return false }
+        // Read in the spec's box: `job.spec` copies the whole spec (three copies per job were a third
+        // of a CANCEL of 100,000 jobs).
+        let spec = job.specBox
         // Its stored spec and history go with it (a config job removed from the config too).
-        if job.spec.owner == nil { persist(.deleteJob(name)) }
+        if spec.spec.owner == nil { persist(.deleteJob(name)) }
         disarm(job)
-        if case .process = job.spec.owner { out.append(.unwatchOwner(name, jobID: job.id)) }
+        if case .process = spec.spec.owner { out.append(.unwatchOwner(name, jobID: job.id)) }
         let dropped = job.pending
         if job.waitingForSlot > 0 { waiting.removeAll { $0.jobID == job.id } }
         for run in job.active { orphanRuns.append((name, job.id, run.id)) }
@@ -275,7 +278,7 @@ extension Engine {
         if !job.active.isEmpty { message += "; \(job.active.count) run(s) still going will finish on their own" }
         if dropped > 0 { message += "; \(dropped) pending fire(s) dropped" }
         if logged || message != reason { log(.info, name, message) }
-        decide(.cancelled(name, reason: message))
+        decide(.cancelled(name, reason: message, tags: spec.spec.tags, ownerUID: job.ownerUID))
         return true
     }
 

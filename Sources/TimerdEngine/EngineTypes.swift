@@ -184,7 +184,9 @@ package enum Decision: Sendable, Equatable {
     case held(JobName, scheduled: WallTime, reason: String)
     /// A fire waiting behind a run, for a run slot, or for a cluster claim.
     case queued(JobName, scheduled: WallTime, reason: String)
-    case cancelled(JobName, reason: String)
+    /// A job left the table; its tags and owner as they were, for `WATCH tag=T` (it is gone by the time
+    /// the decision is carried out).
+    case cancelled(JobName, reason: String, tags: [String], ownerUID: UInt32)
     case paused(JobName)
     case resumed(JobName)
     /// The wall clock was set.
