@@ -54,6 +54,13 @@ struct ControlHandler: Sendable {
         }
     }
 
+    /// Handles a well-formed `LIST` whose reply line goes to `sink` as it is written (a connection's
+    /// socket): `OK [...]` and its newline, a slice of jobs at a time.
+    func streamList(tag: String?, client: Client, to sink: @escaping @Sendable ([UInt8]) async -> Bool) async {
+        requests.increment()
+        await JobList.stream(registry, tag: tag, viewer: client, to: sink)
+    }
+
     /// A job's finished runs from the state store, newest first (read off the registry's queue).
     private func history(_ name: JobName, limit: Int, withOutput: Bool) throws(TimerdError) -> [RunRecord] {
         guard let store = registry.store else { return [] }
