@@ -16,7 +16,9 @@ extension Registry {
     /// Writes a request's records as one all-or-nothing batch (at once without a store, as in unit tests).
     func writeAhead(_ records: [Persist]) async -> Result<Void, TimerdError> {
         guard let store else { return .success(()) }
-        let changes = records.compactMap(Self.storeChange)
+        // Many records (a CANCEL of 100,000 jobs) are turned into the store's changes off the queue.
+        let changes = records.count <= Self.namesSlice
+            ? records.compactMap(Self.storeChange) : await Task.detached { records.compactMap(Self.storeChange) }.value
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, StoreError>, Never>) in
             store.apply(changes) { continuation.resume(returning: $0) }
             // In the store's queue now: the connection may start its next request, which then shares

@@ -312,11 +312,30 @@ package enum Effect: Sendable {
 }
 
 /// A request's change, checked, with the records that must be durable before it takes effect.
+/// A `CANCEL` of more than `Engine.cancelSlice` jobs being checked, a slice per input.
+struct CancelCheck: Sendable {
+    var names: [JobName]
+    var requester: Requester
+    /// The jobs checked so far (each marked with the change's number, `EngineJob.cancelling`), and the
+    /// records to write ahead for them.
+    var jobs: [EngineJob] = []
+    var records: [Persist] = []
+}
+
+/// A `CANCEL` of more than `Engine.cancelSlice` jobs, durable, whose jobs go a slice per input.
+struct CancelInProgress: Sendable {
+    /// Jobs still to remove (none of them fires: `Engine.isCancelPending`).
+    var rest: ArraySlice<EngineJob>
+    /// Jobs removed so far, for the one log line at the end.
+    var removed: [JobName] = []
+}
+
 struct PlannedChange: Sendable {
     enum Kind: Sendable {
         /// The job made for the request (not in the table until the change is saved).
         case add(EngineJob, AddJob)
-        case cancel([JobName])
+        /// The jobs as the check found them (`Engine+Cancel.swift` for more than a slice).
+        case cancel([EngineJob])
         case pause([JobName])
         case resume([JobName], ResumeMode)
         case runNow(JobName)
