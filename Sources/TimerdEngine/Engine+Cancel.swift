@@ -31,35 +31,35 @@ extension Engine {
 
     private mutating func checkCancelSlice(_ number: UInt64) -> Result<Answer, TimerdError>? {
         guard var check = cancelsChecking.removeValue(forKey: number) else { return .success(.done) }
-        let start = check.jobs.count
-        let slice = check.names[start..<min(start + Self.cancelSlice, check.names.count)]
+        let slice = check.names[check.checked..<min(check.checked + Self.cancelSlice, check.names.count)]
         let jobs: [EngineJob]
         do { jobs = try checkCancel(slice, by: check.requester) } catch { return .failure(error) }
         for job in jobs {
             job.cancelling = number
             if isSavedByRequests(job) { check.records.append(.deleteJob(job.name)) }
         }
-        check.jobs += jobs
-        guard check.jobs.count == check.names.count else {
+        check.slices.append(jobs)
+        check.checked += jobs.count
+        guard check.checked == check.names.count else {
             cancelsChecking[number] = check
             return .success(.partlyApplied(number))
         }
-        guard !check.records.isEmpty else { return applyCancel(check.jobs, change: number) }
-        awaitingSave[number] = PlannedChange(kind: .cancel(check.jobs), records: check.records)
+        guard !check.records.isEmpty else { return applyCancel(check.slices, change: number) }
+        cancelsSaving[number] = check.slices
+        awaitingSave[number] = PlannedChange(kind: .cancel([]), records: check.records)
         out.append(.writeAhead(change: number, records: check.records))
         return nil
     }
 
     /// The cancel's deletions are durable: from now on its jobs are as good as gone.
-    mutating func applyCancel(_ jobs: [EngineJob], change number: UInt64) -> Result<Answer, TimerdError>? {
-        cancelsApplying[number] = CancelInProgress(rest: jobs[...])
+    mutating func applyCancel(_ slices: [[EngineJob]], change number: UInt64) -> Result<Answer, TimerdError>? {
+        cancelsApplying[number] = CancelInProgress(rest: slices.reversed())
         return removeCancelSlice(number)
     }
 
     private mutating func removeCancelSlice(_ number: UInt64) -> Result<Answer, TimerdError> {
         guard var progress = cancelsApplying.removeValue(forKey: number) else { return .success(.done) }
-        let slice = progress.rest.prefix(Self.cancelSlice)
-        progress.rest = progress.rest.dropFirst(slice.count)
+        let slice = progress.rest.popLast() ?? []
         // Their deletions are on disk already (written ahead for the whole cancel).
         savedAhead = slice.filter(isSavedByRequests).map { Persist.deleteJob($0.name) }[...]
         defer { savedAhead = [] }

@@ -130,7 +130,7 @@ extension Engine {
         case .cancel(let jobs):
             // Several jobs: one line for them all; a job that leaves runs going or fires pending still has
             // its own (100,000 lines that each said "cancelled" held the log's queue, which dropped some).
-            guard jobs.count > 1 else {
+            if jobs.count == 1 {
                 remove(jobs[0].name, reason: "cancelled")
                 return .success(.done)
             }

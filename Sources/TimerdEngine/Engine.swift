@@ -242,6 +242,8 @@ package struct Engine: Sendable {
     var savedAhead: ArraySlice<Persist> = []
     /// `CANCEL`s of many jobs being checked, a slice per input (`Input.continueChange`).
     var cancelsChecking: [UInt64: CancelCheck] = [:]
+    /// `CANCEL`s of many jobs being written: their jobs, a slice each.
+    var cancelsSaving: [UInt64: [[EngineJob]]] = [:]
     /// `CANCEL`s of many jobs on disk and taking effect, a slice per input.
     var cancelsApplying: [UInt64: CancelInProgress] = [:]
 
@@ -274,8 +276,8 @@ package struct Engine: Sendable {
         case .changeSaved(let number):
             if let change = awaitingSave.removeValue(forKey: number) {
                 addsBeingSaved.remove(change)
-                if case .cancel(let jobs) = change.kind, jobs.count > Self.cancelSlice {
-                    answer = applyCancel(jobs, change: number)
+                if let slices = cancelsSaving.removeValue(forKey: number) {
+                    answer = applyCancel(slices, change: number)
                 } else {
                     answer = apply(change)
                 }
@@ -283,6 +285,7 @@ package struct Engine: Sendable {
         case .changeNotSaved(let number, let error):
             if let change = awaitingSave.removeValue(forKey: number) {
                 addsBeingSaved.remove(change)
+                cancelsSaving[number] = nil
                 answer = .failure(error)
             }
         case .continueChange(let number):
