@@ -242,8 +242,8 @@ package struct Engine: Sendable {
     var savedAhead: ArraySlice<Persist> = []
     /// `CANCEL`s of many jobs being checked, a slice per input (`Input.continueChange`).
     var cancelsChecking: [UInt64: CancelCheck] = [:]
-    /// `CANCEL`s of many jobs being written: their jobs, a slice each.
-    var cancelsSaving: [UInt64: [[EngineJob]]] = [:]
+    /// `CANCEL`s of many jobs being written: their jobs, a slice each, and their ids.
+    var cancelsSaving: [UInt64: (slices: [[EngineJob]], ids: Set<UInt64>)] = [:]
     /// `CANCEL`s of many jobs on disk and taking effect, a slice per input.
     var cancelsApplying: [UInt64: CancelInProgress] = [:]
 
@@ -276,8 +276,8 @@ package struct Engine: Sendable {
         case .changeSaved(let number):
             if let change = awaitingSave.removeValue(forKey: number) {
                 addsBeingSaved.remove(change)
-                if let slices = cancelsSaving.removeValue(forKey: number) {
-                    answer = applyCancel(slices, change: number)
+                if let saving = cancelsSaving.removeValue(forKey: number) {
+                    answer = applyCancel(saving.slices, ids: saving.ids, change: number)
                 } else {
                     answer = apply(change)
                 }

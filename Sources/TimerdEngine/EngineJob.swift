@@ -109,9 +109,6 @@ package final class EngineJob: @unchecked Sendable {
     package var lastScheduledWall: WallTime?
     /// The control connection of an `owner=connection` job.
     package var ownerConnection: Int?
-    /// The change number of the last `CANCEL` of many jobs that checked it (0: none); once that cancel is
-    /// on disk and taking effect, the job no longer fires nor is listed (`Engine.isCancelPending`).
-    package var cancelling: UInt64 = 0
 
     package init(id: UInt64, spec: JobSpec, origin: JobOrigin, ownerUID: UInt32) {
         self.id = id

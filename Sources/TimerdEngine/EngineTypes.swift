@@ -316,19 +316,20 @@ package enum Effect: Sendable {
 struct CancelCheck: Sendable {
     var names: [JobName]
     var requester: Requester
-    /// The jobs checked so far, a slice each (each marked with the change's number,
-    /// `EngineJob.cancelling`), and the records to write ahead for them.
+    /// The jobs checked so far, a slice each, their ids, and the records to write ahead for them.
     var slices: [[EngineJob]] = []
-    var checked = 0
+    var ids: Set<UInt64>
     var records: [Persist] = []
 }
 
 /// A `CANCEL` of more than `Engine.cancelSlice` jobs, durable, whose jobs go a slice per input.
 struct CancelInProgress: Sendable {
-    /// The slices of jobs still to remove, the next one last (none of them fires:
-    /// `Engine.isCancelPending`). Each slice is let go of with its step: the last reference to
-    /// 100,000 removed jobs, dropped at once, was a step of tens of milliseconds.
+    /// The slices of jobs still to remove, the next one last. Each slice is let go of with its step:
+    /// the last reference to 100,000 removed jobs, dropped at once, was a step of tens of milliseconds.
     var rest: [[EngineJob]]
+    /// The ids of all its jobs: none of them fires or is listed any more (`Engine.isCancelPending`).
+    /// A set made while checking, not a mark on each job: every job would carry it.
+    var ids: Set<UInt64>
     /// Jobs removed so far, for the one log line at the end.
     var removed: [JobName] = []
 }
