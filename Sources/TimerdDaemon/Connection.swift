@@ -36,7 +36,10 @@ actor Connection {
     /// Replies by request number, written in that order.
     private var nextNumber = 0
     private var nextToWrite = 0
-    private var finished: [Int: (reply: Reply, watch: WatchFilter?)] = [:]
+    /// A nil reply: it was streamed (a `LIST`), already in `out`.
+    private var finished: [Int: (reply: Reply?, watch: WatchFilter?)] = [:]
+    /// A streamed reply waiting for the client to read what is queued (`writeStreamed`).
+    private var streamWaiter: CheckedContinuation<Void, Never>?
     /// A WATCH was accepted: nothing more starts; the stream begins once its reply is written.
     private var watchAccepted = false
     private var pumping = false
@@ -145,6 +148,7 @@ actor Connection {
         if let watch { IOWatcher.shared.cancel(watch) }
         watch = nil
         try? fd.close()
+        resumeStream()
         // A request still in flight may bind a job to this connection (owner=connection): the server hears
         // of the close once it is done (see `replied`), so the job cannot outlive the connection.
         if inFlight == 0 { onClose(id) }
@@ -250,6 +254,15 @@ actor Connection {
         let id = self.id
         let client = self.client
         starting = true
+        if let list = Self.listed(parsed) {
+            // LIST waits for every request before it (it is not pipelined), so all their replies are in
+            // `out` already: its line is written there as it is made, the replies after it wait for it.
+            Task {
+                await handler.streamList(tag: list, client: client) { [self] bytes in await self.writeStreamed(bytes) }
+                self.replied(number, nil)
+            }
+            return
+        }
         Task {
             let (reply, watch) = await handler.handleWatching(parsed, connection: id, client: client)
             self.replied(number, reply, watch: watch)
@@ -265,17 +278,18 @@ actor Connection {
         }
         guard let last = admitted.last?.number else { return }
         starting = true
-        let handler = self.handler
-        let id = self.id
-        let client = self.client
         let queue = executor.queue
         // Said by the registry once the changes are handed to the store (see `RequestProgress`).
         let handedOver: @Sendable () -> Void = { [self] in
             queue.async { self.assumeIsolated { $0.handedOver(last) } }
         }
         Task {
+            // The operation uses `self`, so it is isolated to this connection like the task: a closure
+            // that captured only the handler would be nonisolated, and `withValue`'s operation type (the
+            // standard library's, not built with NonisolatedNonsendingByDefault) would run it on the
+            // global concurrent executor.
             let replies = await RequestProgress.$handedOver.withValue(RequestProgress.HandOver(handedOver)) {
-                await handler.handleBatch(admitted.map(\.parsed), connection: id, client: client)
+                await self.handler.handleBatch(admitted.map(\.parsed), connection: self.id, client: self.client)
             }
             for ((number, _), reply) in zip(admitted, replies) { self.replied(number, reply) }
         }
@@ -299,6 +313,34 @@ actor Connection {
         return number
     }
 
+    /// A well-formed `LIST`: its tag (nil: every job). Its reply is streamed.
+    private static func listed(_ parsed: Result<Request, TimerdError>) -> String?? {
+        guard case .success(let request) = parsed, request.verb == .list,
+              case .list(let tag)? = try? ControlCommand(request) else { return nil }
+        return .some(tag)
+    }
+
+    /// Queues the next bytes of a streamed reply and writes what the socket takes; waits while more than
+    /// `maxQueuedReplyBytes` are unsent (so a `LIST` of 100,000 jobs holds about that much, not 60 MB).
+    /// False once the connection is closed: the rest is not wanted.
+    private func writeStreamed(_ bytes: [UInt8]) async -> Bool {
+        guard !closed else { return false }
+        out += bytes
+        flush()
+        updateInterest()
+        while !closed, out.count >= Self.maxQueuedReplyBytes {
+            await withCheckedContinuation { streamWaiter = $0 }
+        }
+        return !closed
+    }
+
+    /// Lets a streamed reply go on once the client has read enough of it, or the connection closed.
+    private func resumeStream() {
+        guard closed || out.count < Self.maxQueuedReplyBytes, let waiter = streamWaiter else { return }
+        streamWaiter = nil
+        waiter.resume()
+    }
+
     /// The request being started has handed its change to the store: the next one may start.
     private func handedOver(_ number: Int) {
         guard starting, number == nextNumber - 1 else { return }
@@ -306,7 +348,7 @@ actor Connection {
         pump()
     }
 
-    private func replied(_ number: Int, _ reply: Reply, watch: WatchFilter? = nil) {
+    private func replied(_ number: Int, _ reply: Reply?, watch: WatchFilter? = nil) {
         inFlight -= 1
         if number == nextNumber - 1 { starting = false }
         if watch != nil { watchAccepted = true }
@@ -317,7 +359,7 @@ actor Connection {
         finished[number] = (reply, watch)
         while let (reply, watch) = finished.removeValue(forKey: nextToWrite) {
             nextToWrite += 1
-            out.append(reply)
+            if let reply { out.append(reply) }
             if let watch {
                 flush()
                 startStreaming(watch)
@@ -392,6 +434,7 @@ actor Connection {
     // MARK: - Writing
 
     private func flush() {
+        defer { resumeStream() }
         while !out.isEmpty, !closed {
             let written: Int?
             do {

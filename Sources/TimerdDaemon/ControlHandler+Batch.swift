@@ -78,6 +78,8 @@ extension ControlHandler {
             if case .process = spec.owner { return nil }
             return .exec(spec)
         case .cancel(.names(let names)):
+            // A CANCEL of many jobs takes effect in slices, as a request of its own (`Registry.request`).
+            guard names.count <= Engine.cancelSlice else { return nil }
             return .change(.cancel(names, by: client.requester, checkOnly: false), names: names)
         case .pause(.names(let names)):
             return .change(.pause(names, by: client.requester, checkOnly: false), names: names)

@@ -54,6 +54,13 @@ struct ControlHandler: Sendable {
         }
     }
 
+    /// Handles a well-formed `LIST` whose reply line goes to `sink` as it is written (a connection's
+    /// socket): `OK [...]` and its newline, a slice of jobs at a time.
+    func streamList(tag: String?, client: Client, to sink: @escaping @Sendable ([UInt8]) async -> Bool) async {
+        requests.increment()
+        await JobList.stream(registry, tag: tag, viewer: client, to: sink)
+    }
+
     /// A job's finished runs from the state store, newest first (read off the registry's queue).
     private func history(_ name: JobName, limit: Int, withOutput: Bool) throws(TimerdError) -> [RunRecord] {
         guard let store = registry.store else { return [] }
@@ -135,13 +142,17 @@ struct ControlHandler: Sendable {
             return .ok(Payload.encode(["name": spec.name.rawValue]))
         case .cancel(let selection):
             let names = await jobs(selection, client)
-            try await registry.cancel(names, by: client, checkOnly: true)
-            let shared = await registry.sharedNames(names)
-            if let cluster, !shared.isEmpty {
-                // Removed here now, unless this node's own watch already did.
-                await registry.removeSharedJobs(shared, revision: try await cluster.deleteJobs(shared))
+            var local = names
+            if let cluster {
+                try await registry.cancel(names, by: client, checkOnly: true)
+                let shared = await registry.sharedNames(names)
+                if !shared.isEmpty {
+                    // Removed here now, unless this node's own watch already did.
+                    await registry.removeSharedJobs(shared, revision: try await cluster.deleteJobs(shared))
+                }
+                local = names.filter { !shared.contains($0) }
             }
-            let local = names.filter { !shared.contains($0) }
+            // Checked whole and written in one transaction; many jobs then take effect in slices.
             if !local.isEmpty { try await registry.cancel(local, by: client) }
             return Self.reply(selection, names)
         case .pause(let selection):
@@ -209,14 +220,15 @@ struct ControlHandler: Sendable {
     /// The reply to CANCEL, PAUSE or RESUME: `OK`, or with a tag the jobs it acted on.
     private static func reply(_ selection: ControlCommand.Selection, _ names: [JobName]) -> Reply {
         guard case .tag = selection else { return .ok(nil) }
-        return .ok(Payload.encode(TagResult(jobs: names.map(\.rawValue))))
+        return .ok(TagResult(jobs: names.map(\.rawValue)).json)
     }
 
-    /// The jobs a selection names, or those with its tag that `client` may change.
+    /// The jobs a selection names, or those with its tag that `client` may change (sorted off the
+    /// registry's queue).
     private func jobs(_ selection: ControlCommand.Selection, _ client: Client) async -> [JobName] {
         switch selection {
         case .names(let names): names
-        case .tag(let tag): await registry.names(withTag: tag, changeableBy: client)
+        case .tag(let tag): await JobList.sorted(await registry.jobNames(withTag: tag, changeableBy: client))
         }
     }
 

@@ -1,46 +1,96 @@
 import Dispatch
+import Synchronization
 import TimerdCore
 import TimerdProtocol
 
 /// `LIST`: every job (or those with a tag), sorted by name, in slices. The names are taken in one step of
-/// the registry's queue and sorted on a queue of their own; then each turn of the registry's queue
-/// snapshots `slice` jobs (timers fire between turns), while the JSON of the slice before is written on
-/// the list queue. A job added or cancelled meanwhile may or may not be listed, as with any snapshot
-/// taken in steps; a job listed is described as it was at one instant.
+/// the registry's queue and sorted off it; then each turn of the registry's queue snapshots `slice` jobs
+/// (timers fire between turns), while the JSON of the slice before is written off it, and handed on (to
+/// the client's socket, as it is written: `stream`). A job added or cancelled meanwhile may or may not be
+/// listed, as with any snapshot taken in steps; a job listed is described as it was at one instant.
 enum JobList {
     /// Jobs snapshotted per turn of the registry's queue: about half a millisecond (a millisecond or
     /// two while another client keeps the second core busy).
     static let slice = 250
 
-    /// Where names are sorted and JSON is written: never the registry's queue, and not the control
-    /// queue either (other clients are served there).
+    /// Where names are sorted: never the registry's queue, and not the control queue either (other
+    /// clients are served there).
     private static let queue = DispatchQueue(label: "timerd.list")
 
-    /// The reply's payload, byte for byte what `Payload.encode([JobInfo])` would write.
+    /// The reply's payload, byte for byte what `Payload.encode([JobInfo])` would write (held whole: for
+    /// callers in the daemon and tests; a connection streams it).
     static func json(_ registry: Registry, tag: String?, viewer: Client) async -> String {
+        let all = Mutex<[UInt8]>([])
+        await write(registry, tag: tag, viewer: viewer) { chunk in
+            all.withLock { $0 += chunk }
+            return true
+        }
+        return String(decoding: all.withLock { $0 }, as: UTF8.self)
+    }
+
+    /// The reply line, `OK [...]` and its newline, handed to `sink` a slice at a time as it is written,
+    /// each chunk once the one before was taken; stops early once `sink` says nobody reads any more.
+    /// The line is exactly what `Reply.ok(json(…)).appendLine` writes, so clients see one reply line.
+    static func stream(_ registry: Registry, tag: String?, viewer: Client, to sink: @escaping @Sendable ([UInt8]) async -> Bool) async {
+        guard await sink(Array("OK ".utf8)) else { return }
+        var open = true
+        await write(registry, tag: tag, viewer: viewer) { chunk in
+            open = await sink(chunk)
+            return open
+        }
+        if open { _ = await sink([UInt8(ascii: "\n")]) }
+    }
+
+    /// The JSON array to `sink` in chunks: `[` and the first slice's jobs, then each slice's, then `]`.
+    /// A slice's JSON is written (off the registry's queue) while the next slice is snapshotted.
+    private static func write(_ registry: Registry, tag: String?, viewer: Client, to sink: ([UInt8]) async -> Bool) async {
         let names = await sorted(await registry.listNames(tag: tag))
-        let output = Output(jobs: names.count)
-        await forEachSlice(registry, names, viewer: viewer) { snapshots in
-            queue.async { output.append(snapshots) }
+        var listed = 0
+        var encoding: Task<(bytes: [UInt8], jobs: Int), Never>?
+        for start in stride(from: 0, to: names.count, by: slice) {
+            let snapshots = await registry.snapshots(names[start..<min(start + slice, names.count)], viewer: viewer)
+            if let encoding {
+                let (bytes, jobs) = await encoding.value
+                listed += jobs
+                guard await sink(bytes) else { return }
+            }
+            let first = start == 0
+            let after = listed
+            encoding = Task { (encode(snapshots, opening: first, after: after), snapshots.count) }
         }
-        return await withCheckedContinuation { continuation in
-            queue.async { continuation.resume(returning: output.finish()) }
+        var last = await encoding?.value.bytes ?? Array("[".utf8)
+        last.append(UInt8(ascii: "]"))
+        _ = await sink(last)
+    }
+
+    /// One slice's jobs as JSON: after `[` when `opening`, each after a comma unless it is the first job.
+    private static func encode(_ snapshots: [JobSnapshot], opening: Bool, after listed: Int) -> [UInt8] {
+        var json = JSONBytes(capacity: 1 + snapshots.count * 720)
+        if opening { json.raw("[") }
+        for (index, snapshot) in snapshots.enumerated() {
+            if listed + index > 0 { json.raw(",") }
+            JobInfo(snapshot).appendJSON(to: &json)
         }
+        return json.bytes
     }
 
     /// The same as values.
     static func infos(_ registry: Registry, tag: String?, viewer: Client) async -> [JobInfo] {
         var infos: [JobInfo] = []
         let names = await sorted(await registry.listNames(tag: tag))
-        await forEachSlice(registry, names, viewer: viewer) { infos += $0.map(JobInfo.init) }
+        for start in stride(from: 0, to: names.count, by: slice) {
+            infos += await registry.snapshots(names[start..<min(start + slice, names.count)], viewer: viewer).map(JobInfo.init)
+        }
         return infos
     }
 
-    private static func forEachSlice(
-        _ registry: Registry, _ names: [JobName], viewer: Client, _ body: ([JobSnapshot]) -> Void
-    ) async {
-        for start in stride(from: 0, to: names.count, by: slice) {
-            body(await registry.snapshots(names[start..<min(start + slice, names.count)], viewer: viewer))
+    /// `names` sorted, each once, on the list queue.
+    static func sortedUnique(_ names: [JobName]) async -> [JobName] {
+        await withCheckedContinuation { continuation in
+            queue.async {
+                let strictlyIncreasing = zip(names, names.dropFirst()).allSatisfy { $0 < $1 }
+                continuation.resume(returning: strictlyIncreasing ? names : Array(Set(names)).sorted())
+            }
         }
     }
 
@@ -49,31 +99,6 @@ enum JobList {
         guard names.count > slice else { return names.sorted() }
         return await withCheckedContinuation { continuation in
             queue.async { continuation.resume(returning: names.sorted()) }
-        }
-    }
-
-    /// The JSON array being written; touched only on `queue`.
-    private final class Output: @unchecked Sendable {
-        private var json: JSONBytes
-
-        /// Room for `jobs` jobs of a typical size, so the array is not copied as it grows.
-        init(jobs: Int) {
-            json = JSONBytes(capacity: 2 + jobs * 720)
-            json.raw("[")
-        }
-
-        func append(_ snapshots: [JobSnapshot]) {
-            dispatchPrecondition(condition: .onQueue(JobList.queue))
-            for snapshot in snapshots {
-                if json.bytes.count > 1 { json.raw(",") }
-                JobInfo(snapshot).appendJSON(to: &json)
-            }
-        }
-
-        func finish() -> String {
-            dispatchPrecondition(condition: .onQueue(JobList.queue))
-            json.raw("]")
-            return String(decoding: json.bytes, as: UTF8.self)
         }
     }
 }

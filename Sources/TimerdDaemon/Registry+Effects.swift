@@ -157,9 +157,9 @@ extension Registry {
                  httpStatus: outcome.httpStatus, reason: outcome.reason)
         case .skipped(let name, _, let count, let reason), .missed(let name, _, let count, let reason):
             emit("skipped", job: name, reason: count == 1 ? reason : "\(count) fires: \(reason)")
-        case .cancelled(let name, let reason):
+        case .cancelled(let name, let reason, let tags, let ownerUID):
             outputs.forget(name)
-            emit("cancelled", job: name, reason: reason)
+            emit("cancelled", job: name, reason: reason, gone: (tags, ownerUID))
         case .paused(let name):
             emit("paused", job: name)
         case .resumed(let name):

@@ -90,7 +90,10 @@ extension Registry {
     }
 
     func show(_ name: JobName, viewer: Client = .daemon) throws(TimerdError) -> JobInfo {
-        JobInfo(snapshot(try engine.lookup(name), viewer: viewer))
+        let job = try engine.lookup(name)
+        // Its cancel is on disk and taking effect: it is gone.
+        if engine.isCancelPending(job) { throw TimerdError(.noSuchJob, "no job named \(name)") }
+        return JobInfo(snapshot(job, viewer: viewer))
     }
 
     /// The names `LIST` shows, in no order: all, or those with `tag`.
@@ -102,7 +105,10 @@ extension Registry {
     /// The jobs among `names` that still exist, as `viewer` may see them (one step of the queue).
     func snapshots(_ names: ArraySlice<JobName>, viewer: Client) -> [JobSnapshot] {
         let now = clock.now()
-        return names.compactMap { name in engine.job(name).map { snapshot($0, viewer: viewer, now: now) } }
+        // A job whose cancel is on disk and still taking effect is gone already.
+        return names.compactMap { name in
+            engine.job(name).flatMap { engine.isCancelPending($0) ? nil : snapshot($0, viewer: viewer, now: now) }
+        }
     }
 
     private func snapshot(_ job: EngineJob, viewer: Client, now: Instant? = nil) -> JobSnapshot {

@@ -17,7 +17,9 @@ extension Registry {
     /// without a store, as in unit tests): the result for each, in order.
     func writeAhead(_ records: [[Persist]]) async -> [Result<Void, TimerdError>] {
         guard let store else { return records.map { _ in .success(()) } }
-        let batches = records.map { $0.compactMap(Self.storeChange) }
+        // Many records (a CANCEL of 100,000 jobs) are turned into the store's changes off the queue.
+        let convert = { @Sendable in records.map { $0.compactMap(Self.storeChange) } }
+        let batches = records.reduce(0) { $0 + $1.count } <= Self.namesSlice ? convert() : await Task.detached(operation: convert).value
         let results = await withCheckedContinuation { (continuation: CheckedContinuation<[Result<Void, StoreError>], Never>) in
             store.apply(batches: batches) { continuation.resume(returning: $0) }
             // In the store's queue now: the connection may start its next requests, which then share

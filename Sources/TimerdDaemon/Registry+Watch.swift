@@ -36,12 +36,14 @@ extension Registry {
     }
 
     /// Sends an event to every watcher whose filter matches `job` (encoded once, only if anyone watches).
+    /// `gone`: the tags and owner of a job no longer in the table (a cancelled one).
     func emit(_ event: String, job name: JobName, run: Int? = nil, scheduledAt: WallTime? = nil,
               result: String? = nil, exitCode: Int? = nil, httpStatus: Int? = nil, reason: String? = nil,
-              latenessNs: Int64? = nil) {
+              latenessNs: Int64? = nil, gone: (tags: [String], ownerUID: UInt32)? = nil) {
         guard !watchers.isEmpty else { return }
         let job = engine.job(name)
-        let tags = job?.spec.tags ?? []
+        let tags = gone?.tags ?? job?.spec.tags ?? []
+        let ownerUID = gone?.ownerUID ?? job?.ownerUID
         let interested = watchers.values.filter { watcher in
             switch watcher.filter {
             case .all: return true
@@ -58,7 +60,7 @@ extension Registry {
         event.reason = nil
         var redacted: String?
         for watcher in interested {
-            if let job, reason != nil, !maySeeDetails(job, watcher.viewer) {
+            if let ownerUID, reason != nil, !watcher.viewer.owns(ownerUID) {
                 if redacted == nil { redacted = Payload.encode(event) }
                 watcher.deliver(redacted!)
             } else {

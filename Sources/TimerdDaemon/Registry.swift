@@ -126,26 +126,95 @@ actor Registry {
     /// the same job take effect one after the other, in the order they came.
     @discardableResult
     func request(_ input: Input, naming names: [JobName]) async throws(TimerdError) -> Answer {
-        try await requests([NamedRequest(input, naming: names)])[0].get()
+        // The names of a request of many jobs are taken and given back a slice per step of the queue
+        // (100,000 names in one step held a fire up tens of milliseconds).
+        var released = 0
+        defer { releaseNames(names[released...]) }
+        if names.count <= Self.namesSlice {
+            while names.contains(where: namesBeingChanged.contains) {
+                await withCheckedContinuation { nameWaiters.append($0) }
+            }
+            namesBeingChanged.formUnion(names)
+        } else {
+            await takeNamesInSlices(names)
+        }
+        // A change of many jobs (a CANCEL) is checked and then takes effect in slices, the engine
+        // answering `partlyApplied` after each: the queue goes to whatever waits on it (timers due
+        // meanwhile) before the next. Once it is on disk, the names of the jobs gone are given back
+        // after each slice (a request naming one then finds no such job), the rest after the last.
+        var handled = handle(input)
+        var saved = false
+        while true {
+            if let answer = handled.answer {
+                guard case .success(.partlyApplied(let change)) = answer else { return try answer.get() }
+                if saved {
+                    let gone = min(released + Engine.cancelSlice, names.count)
+                    releaseNames(names[released..<gone])
+                    released = gone
+                }
+                await Task.yield()
+                handled = handle(.continueChange(change))
+                continue
+            }
+            guard let (change, records) = handled.writeAhead else { preconditionFailure("the engine did not answer a request") }
+            switch await writeAhead([records])[0] {
+            case .success: handled = handle(.changeSaved(change))
+            case .failure(let error): handled = handle(.changeNotSaved(change, error))
+            }
+            guard handled.answer != nil else { preconditionFailure("the engine did not answer a saved change") }
+            saved = true
+        }
+    }
+
+    /// Names taken or given back per step of the queue.
+    static let namesSlice = 2_000
+
+    /// Takes `names` a slice per step, in sorted order, waiting where one is taken by another request.
+    /// Two requests taking names this way cannot wait for each other in a circle: each takes them in the
+    /// same order, and a request taking its names at once takes none until all are free.
+    private func takeNamesInSlices(_ names: [JobName]) async {
+        // Sorted, each name once (a name twice would wait for itself), off the queue.
+        let sorted = await JobList.sortedUnique(names)
+        // Room for them at once: the set growing meanwhile rehashed tens of thousands of names in a step.
+        namesBeingChanged.reserveCapacity(namesBeingChanged.count + sorted.count)
+        var start = 0
+        while start < sorted.count {
+            let slice = sorted[start..<min(start + Self.namesSlice, sorted.count)]
+            guard let taken = slice.firstIndex(where: namesBeingChanged.contains) else {
+                namesBeingChanged.formUnion(slice)
+                start = slice.endIndex
+                await Task.yield()
+                continue
+            }
+            namesBeingChanged.formUnion(slice[..<taken])
+            start = taken
+            await withCheckedContinuation { nameWaiters.append($0) }
+        }
+    }
+
+    /// Gives names back and wakes the requests waiting for names.
+    private func releaseNames(_ names: ArraySlice<JobName>) {
+        guard !names.isEmpty else { return }
+        namesBeingChanged.subtract(names)
+        if namesBeingChanged.isEmpty, namesBeingChanged.capacity > 4 * Self.namesSlice { namesBeingChanged = [] }
+        let waiters = nameWaiters
+        nameWaiters = []
+        for waiter in waiters { waiter.resume() }
     }
 
     /// Requests as `request` handles each, in order, with their writes in one transaction and one wait
     /// for it (a control connection's burst of changes: `Connection`). Each gets its own answer: one
     /// refused or not saved changes nothing of the others. The names of all of them are held from the
     /// start, so requests after these that name the same jobs take effect after them; requests of the
-    /// batch that name a job an earlier one names are planned after the earlier one took effect.
+    /// batch that name a job an earlier one names are planned after the earlier one took effect. None may
+    /// be a change in slices (a `CANCEL` of more than `Engine.cancelSlice` jobs): those go to `request`.
     func requests(_ batch: [NamedRequest]) async -> [Result<Answer, TimerdError>] {
-        let names = Set(batch.lazy.flatMap(\.names))
+        let names = Array(Set(batch.lazy.flatMap(\.names)))
         while names.contains(where: namesBeingChanged.contains) {
             await withCheckedContinuation { nameWaiters.append($0) }
         }
         namesBeingChanged.formUnion(names)
-        defer {
-            namesBeingChanged.subtract(names)
-            let waiters = nameWaiters
-            nameWaiters = []
-            for waiter in waiters { waiter.resume() }
-        }
+        defer { releaseNames(ArraySlice(names)) }
         var answers: [Result<Answer, TimerdError>] = []
         answers.reserveCapacity(batch.count)
         var rest = batch[...]
@@ -172,6 +241,7 @@ actor Registry {
         for request in run {
             let handled = handle(request.input)
             if let answer = handled.answer {
+                if case .success(.partlyApplied) = answer { preconditionFailure("a change in slices in a batch") }
                 answers.append(answer)
             } else if let (change, written) = handled.writeAhead {
                 saving.append((answers.count, change))
@@ -286,12 +356,6 @@ actor Registry {
 
     /// Jobs carrying `tag`, sorted by name.
     func names(withTag tag: String) -> [JobName] { engine.names(withTag: tag) }
-
-    /// The jobs with `tag` that `client` may change: all of them for root, the client's own otherwise (a
-    /// user's `CANCEL tag=T` never touches another user's jobs).
-    func names(withTag tag: String, changeableBy client: Client) -> [JobName] {
-        engine.names(withTag: tag).filter { maySeeDetails(engine.job($0)!, client) }
-    }
 
     /// Whether a control connection owns `owner=connection` jobs (such a connection is never idle-closed).
     func ownsJobs(connection: Int) -> Bool {

@@ -172,7 +172,7 @@ extension Engine {
             }
             if job.active.isEmpty, let queued = job.queued {
                 job.queued = nil
-                if !shuttingDown { _ = startOrWait(job, queued) }
+                if !shuttingDown, !isCancelPending(job) { _ = startOrWait(job, queued) }
             }
             runMissed(job)
             noteIfIdleAndFinished(job)
@@ -188,7 +188,7 @@ extension Engine {
     mutating func startWaitingRuns() {
         while runningTotal < settings.maxRunning, !waiting.isEmpty, !shuttingDown {
             let next = waiting.removeFirst()
-            guard let job = jobs[next.name], job.id == next.jobID else { continue }
+            guard let job = jobs[next.name], job.id == next.jobID, !isCancelPending(job) else { continue }
             job.waitingForSlot -= 1
             startRun(job, next.fire)
         }
@@ -197,7 +197,8 @@ extension Engine {
     /// Starts the next missed fire queued by `catchUp` once the job has nothing running; called again
     /// when each of its runs ends.
     mutating func runMissed(_ job: EngineJob) {
-        guard !job.replays.isEmpty, job.active.isEmpty, job.waitingForSlot == 0, !shuttingDown, jobs[job.name] === job else { return }
+        guard !job.replays.isEmpty, job.active.isEmpty, job.waitingForSlot == 0, !shuttingDown, !isCancelPending(job),
+              jobs[job.name] === job else { return }
         let name = job.name
         let due = job.replays.removeFirst()
         let late = max(.zero, now.wall - due)
@@ -267,7 +268,9 @@ extension Engine {
     }
 
     /// Jobs that come back after a restart: added at run time and not bound to an owner.
-    package func isDurable(_ job: EngineJob) -> Bool { job.origin == .runtime && job.spec.owner == nil }
+    /// (The owner is read in the spec's box: `job.spec` copies the whole spec, and a `CANCEL` of 100,000
+    /// jobs asks this of each of them.)
+    package func isDurable(_ job: EngineJob) -> Bool { job.origin == .runtime && job.specBox.spec.owner == nil }
 
     package func storedState(_ job: EngineJob) -> StoredJobState {
         StoredJobState(

@@ -122,7 +122,7 @@ extension Engine {
 
     /// A job's deadline was reached: fire it, advance its schedule, re-arm or finish.
     mutating func deadlineReached(_ name: JobName, jobID: UInt64) {
-        guard let job = jobs[name], job.id == jobID, job.state == .scheduled else { return }
+        guard let job = jobs[name], job.id == jobID, job.state == .scheduled, !isCancelPending(job) else { return }
         if job.shared, clusterRole != .leader { return }
         let slack = Duration.milliseconds(1)
         var scheduled = now.mono

@@ -108,6 +108,8 @@ package enum Input: Sendable {
     case changeSaved(UInt64)
     /// They could not be written: the change is dropped and the request answered with `error`.
     case changeNotSaved(UInt64, TimerdError)
+    /// The next slice of a change answered `Answer.partlyApplied(change)` (a `CANCEL` of many jobs).
+    case continueChange(UInt64)
 
     // Timers, runs, the host.
     /// A job's armed deadline was reached.
@@ -154,6 +156,9 @@ package enum Answer: Sendable, Equatable {
     case fire(String)
     /// `MODE NAME`: the jobs whose held fires were released.
     case released([JobName])
+    /// A durable change took effect in part: `Input.continueChange(change)` applies the next slice (the
+    /// request is answered once the last one has taken effect).
+    case partlyApplied(UInt64)
 }
 
 /// The engine's fixed settings.
@@ -235,6 +240,12 @@ package struct Engine: Sendable {
     /// nearly always the first, and dropping it costs nothing (a `CANCEL` of 100,000 jobs removed each
     /// from the front of an array: minutes).
     var savedAhead: ArraySlice<Persist> = []
+    /// `CANCEL`s of many jobs being checked, a slice per input (`Input.continueChange`).
+    var cancelsChecking: [UInt64: CancelCheck] = [:]
+    /// `CANCEL`s of many jobs being written: their jobs, a slice each, and their ids.
+    var cancelsSaving: [UInt64: (slices: [[EngineJob]], ids: Set<UInt64>)] = [:]
+    /// `CANCEL`s of many jobs on disk and taking effect, a slice per input.
+    var cancelsApplying: [UInt64: CancelInProgress] = [:]
 
     /// Finished runtime jobs kept for `show`; beyond this the oldest finished ones are forgotten.
     package static let finishedRuntimeJobsKept = 1_000
@@ -265,13 +276,20 @@ package struct Engine: Sendable {
         case .changeSaved(let number):
             if let change = awaitingSave.removeValue(forKey: number) {
                 addsBeingSaved.remove(change)
-                answer = apply(change)
+                if let saving = cancelsSaving.removeValue(forKey: number) {
+                    answer = applyCancel(saving.slices, ids: saving.ids, change: number)
+                } else {
+                    answer = apply(change)
+                }
             }
         case .changeNotSaved(let number, let error):
             if let change = awaitingSave.removeValue(forKey: number) {
                 addsBeingSaved.remove(change)
+                cancelsSaving[number] = nil
                 answer = .failure(error)
             }
+        case .continueChange(let number):
+            answer = continueCancel(number)
         case .restore(let state):
             restore(state)
         case .deadlineReached(let name, let jobID):

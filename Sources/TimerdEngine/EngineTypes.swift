@@ -184,7 +184,9 @@ package enum Decision: Sendable, Equatable {
     case held(JobName, scheduled: WallTime, reason: String)
     /// A fire waiting behind a run, for a run slot, or for a cluster claim.
     case queued(JobName, scheduled: WallTime, reason: String)
-    case cancelled(JobName, reason: String)
+    /// A job left the table; its tags and owner as they were, for `WATCH tag=T` (it is gone by the time
+    /// the decision is carried out).
+    case cancelled(JobName, reason: String, tags: [String], ownerUID: UInt32)
     case paused(JobName)
     case resumed(JobName)
     /// The wall clock was set.
@@ -310,11 +312,34 @@ package enum Effect: Sendable {
 }
 
 /// A request's change, checked, with the records that must be durable before it takes effect.
+/// A `CANCEL` of more than `Engine.cancelSlice` jobs being checked, a slice per input.
+struct CancelCheck: Sendable {
+    var names: [JobName]
+    var requester: Requester
+    /// The jobs checked so far, a slice each, their ids, and the records to write ahead for them.
+    var slices: [[EngineJob]] = []
+    var ids: Set<UInt64>
+    var records: [Persist] = []
+}
+
+/// A `CANCEL` of more than `Engine.cancelSlice` jobs, durable, whose jobs go a slice per input.
+struct CancelInProgress: Sendable {
+    /// The slices of jobs still to remove, the next one last. Each slice is let go of with its step:
+    /// the last reference to 100,000 removed jobs, dropped at once, was a step of tens of milliseconds.
+    var rest: [[EngineJob]]
+    /// The ids of all its jobs: none of them fires or is listed any more (`Engine.isCancelPending`).
+    /// A set made while checking, not a mark on each job: every job would carry it.
+    var ids: Set<UInt64>
+    /// Jobs removed so far, for the one log line at the end.
+    var removed: [JobName] = []
+}
+
 struct PlannedChange: Sendable {
     enum Kind: Sendable {
         /// The job made for the request (not in the table until the change is saved).
         case add(EngineJob, AddJob)
-        case cancel([JobName])
+        /// The jobs as the check found them (`Engine+Cancel.swift` for more than a slice).
+        case cancel([EngineJob])
         case pause([JobName])
         case resume([JobName], ResumeMode)
         case runNow(JobName)

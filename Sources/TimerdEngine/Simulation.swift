@@ -207,6 +207,8 @@ package struct Simulation {
                 apply(engine.handle(.changeSaved(number), at: now))
             case .decision(let decision):
                 note(decision)
+            case .reply(.success(.partlyApplied(let number))):
+                apply(engine.handle(.continueChange(number), at: now))
             case .claim, .publishRun, .unwatchOwner, .notifyTransition, .log, .drained, .reply:
                 break
             }

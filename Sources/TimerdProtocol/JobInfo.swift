@@ -260,6 +260,15 @@ public struct ModeInfo: Codable, Equatable, Sendable {
 public struct TagResult: Codable, Equatable, Sendable {
     public var jobs: [String]
     public init(jobs: [String]) { self.jobs = jobs }
+
+    /// What `Payload.encode` writes for it, without an encoder (a tag may name 100,000 jobs).
+    public var json: String {
+        var json = JSONBytes()
+        json.raw("{\"jobs\":")
+        json.strings(jobs)
+        json.raw("}")
+        return String(decoding: json.bytes, as: UTF8.self)
+    }
 }
 
 /// The `STATS` reply: counters an operator needs (see `docs/protocol.md`).

@@ -26,6 +26,17 @@ final class BenchClient {
         return reply
     }
 
+    /// Like `request`, and also how long the first bytes of the reply took (seconds).
+    func requestTimingFirstByte(_ line: String) throws -> (reply: String, firstByte: Double) {
+        let start = Measure.now()
+        try send(line + "\n")
+        let chunk = try fd.read(upToCount: 1 << 20)
+        let firstByte = Measure.seconds(since: start)
+        buffer.append(contentsOf: chunk)
+        guard let reply = try readLine() else { throw BenchError("timerd closed the connection after \(line)") }
+        return (reply, firstByte)
+    }
+
     /// The next line without its newline; nil at end of stream.
     func readLine() throws -> String? {
         while true {

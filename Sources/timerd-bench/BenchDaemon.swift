@@ -50,6 +50,17 @@ final class BenchDaemon {
 
     var probe: ProcessProbe { ProcessProbe(pid: pid) }
     func residentBytes() throws -> UInt64 { try probe.residentBytes() }
+    /// Resets the peak of resident memory (`VmHWM`) to what is resident now (`clear_refs`, value 5).
+    func resetPeakResident() throws { try "5".write(toFile: "/proc/\(probe.pid)/clear_refs", atomically: false, encoding: .utf8) }
+    /// The peak of resident memory since start or the last `resetPeakResident` (`VmHWM`), in bytes.
+    func peakResidentBytes() throws -> UInt64 {
+        let status = String(decoding: try FileSystem.readFile("/proc/\(probe.pid)/status"), as: UTF8.self)
+        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+              let kb = UInt64(line.dropFirst(6).trimmingCharacters(in: .whitespaces).split(separator: " ")[0]) else {
+            throw BenchError("no VmHWM in /proc/\(probe.pid)/status")
+        }
+        return kb * 1024
+    }
     func contextSwitches() throws -> [String: Int] { try probe.contextSwitches() }
 }
 

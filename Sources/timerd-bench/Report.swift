@@ -77,6 +77,9 @@ struct Report {
             text += "clock for all jobs; an armed Dispatch timer source per job would be \(fmt(scale.dispatch_timer_bytes, 0)) more, "
             text += "measured alone: `timerd-bench dispatch-timers \(scale.jobs)`) |\n"
             text += "| `LIST` (all jobs) | \(fmt(scale.list_seconds * 1000, 0)) ms, \(fmt(Double(scale.list_bytes) / 1_048_576, 1)) MiB reply |\n"
+            if let firstByte = scale.list_first_byte_seconds, let peak = scale.list_peak_rss_kb {
+                text += "| … its first bytes after; the daemon's peak resident memory meanwhile | \(fmt(firstByte * 1000, 0)) ms; \(fmt(Double(peak) / 1024, 1)) MiB |\n"
+            }
             text += "| `CANCEL tag=bulk` (all jobs) | \(fmt(scale.cancel_seconds * 1000, 0)) ms |\n"
             text += "| \(scale.fast_jobs) jobs every 100 ms meanwhile: due → handler p50 / p99 / max | \(triple(scale.fast_dispatch_ms)) ms |\n"
             text += "| … due → command running p50 / p90 / p99 / max | \(quad(scale.fast_command_ms)) ms |\n"

@@ -84,6 +84,10 @@ struct ScaleResult: Codable {
     var bytes_per_job: Double
     var list_seconds: Double
     var list_bytes: Int
+    /// How long the first bytes of the `LIST` reply took (it is streamed), and the daemon's peak resident
+    /// memory during the `LIST` (`VmHWM`, reset just before it).
+    var list_first_byte_seconds: Double?
+    var list_peak_rss_kb: UInt64?
     var cancel_seconds: Double
     var fast_jobs: Int
     var fast_dispatch_ms: Summary?
@@ -120,9 +124,11 @@ func runScale(_ setup: Setup, jobs: Int) throws -> ScaleResult {
     let rssAfter = try daemon.residentBytes()
 
     watcher.phase.set("list")
+    try daemon.resetPeakResident()
     start = Measure.now()
-    let list = try client.request("LIST")
+    let (list, listFirstByte) = try client.requestTimingFirstByte("LIST")
     let listSeconds = Measure.seconds(since: start)
+    let listPeak = try daemon.peakResidentBytes()
     guard list.hasPrefix("OK [") else { throw BenchError("LIST: \(list.prefix(200))") }
 
     watcher.phase.set("cancel")
@@ -145,7 +151,8 @@ func runScale(_ setup: Setup, jobs: Int) throws -> ScaleResult {
         per_client_seconds: perClient, per_client_adds_per_second: Double(jobs) / perClient,
         rss_before_kb: rssBefore / 1024, rss_after_kb: rssAfter / 1024,
         bytes_per_job: Double(rssAfter - min(rssAfter, rssBefore)) / Double(jobs),
-        list_seconds: listSeconds, list_bytes: list.utf8.count, cancel_seconds: cancelSeconds,
+        list_seconds: listSeconds, list_bytes: list.utf8.count, list_first_byte_seconds: listFirstByte,
+        list_peak_rss_kb: listPeak / 1024, cancel_seconds: cancelSeconds,
         fast_jobs: fastJobs, fast_dispatch_ms: Summary(milliseconds: watcher.samples),
         fast_command_ms: Summary(milliseconds: Measure.probeSamples(fastPath)),
         fast_dispatch_ms_by_step: watcher.samplesByPhase.get().compactMapValues { Summary(milliseconds: $0) },

@@ -62,6 +62,16 @@ import Testing
             if !sawA { sawA = try Self.event(try byTag.readLine())["job"] as? String == "a" }
         }
         #expect(sawA && sawB)
+        // A job is gone from the daemon when its cancel's event is made: the tag watcher hears of it still,
+        // and the name watcher does not hear of another job's.
+        #expect(try daemon.request("CANCEL a") == "OK")
+        #expect(try daemon.request("CANCEL b") == "OK")
+        var tagged = try Self.event(try byTag.readLine())
+        while tagged["event"] as? String != "cancelled" { tagged = try Self.event(try byTag.readLine()) }
+        #expect(tagged["job"] as? String == "a")
+        var named = try Self.event(try byName.readLine())
+        while named["event"] as? String != "cancelled" { named = try Self.event(try byName.readLine()) }
+        #expect(named["job"] as? String == "b")
     }
 
     @Test func aWatcherThatDoesNotReadIsDropped() throws {

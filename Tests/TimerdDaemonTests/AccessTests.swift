@@ -51,9 +51,9 @@ struct FakeAccounts: AccountDirectory {
                        { try await registry.resume([name], mode: .now, by: bob) }, { _ = try await registry.runNow(name, by: bob) }] {
             await #expect(throws: TimerdError(.permissionDenied, "")) { try await change() }
         }
-        #expect(await registry.names(withTag: "t", changeableBy: bob).isEmpty)
-        #expect(await registry.names(withTag: "t", changeableBy: alice) == [name])
-        #expect(await registry.names(withTag: "t", changeableBy: root) == [name])
+        #expect(await registry.jobNames(withTag: "t", changeableBy: bob).isEmpty)
+        #expect(await registry.jobNames(withTag: "t", changeableBy: alice) == [name])
+        #expect(await registry.jobNames(withTag: "t", changeableBy: root) == [name])
         try await registry.pause([name], by: alice)
         try await registry.resume([name], mode: .onSchedule, by: root)
         #expect(sink.all.joined(separator: "\n").contains("refused to change a, which belongs to uid 1001"))

@@ -119,6 +119,47 @@ import TimerdStore
         #expect(await registry.engine.job(a)?.state == .paused)
         setFault(false)
     }
+    /// More jobs than a slice: a write that fails cancels none of them; one that succeeds cancels all,
+    /// from memory and from the store, and leaves the others; a refusal of any one refuses the whole.
+    @Test func aCancelOfManyJobsIsAllOrNothing() async throws {
+        defer { removeAll() }
+        let count = Engine.cancelSlice * 3 + 7
+        let names = try (0..<count).map { try JobName("j\($0)") }
+        for name in names { try await registry.add(spec(name.rawValue, ["every": "1h", "command": "true"]), origin: .runtime) }
+        try await registry.add(spec("other", ["every": "1h", "command": "true"]), origin: .runtime)
+        setFault(true)
+        await #expect(throws: TimerdError(.storageUnavailable, "")) { try await registry.cancel(names) }
+        #expect(await registry.engine.jobs.count == count + 1)
+        setFault(false)
+        try await registry.add(spec("zz", ["every": "1h", "command": "true"]), origin: .config(file: "/etc/t.conf", line: 2))
+        await #expect(throws: TimerdError(.declaredInConfig, "")) { try await registry.cancel(names + [JobName("zz")]) }
+        #expect(await registry.engine.jobs.count == count + 2)
+        try await registry.cancel(names)
+        #expect(await registry.engine.jobs.keys.map(\.rawValue).sorted() == ["other", "zz"])
+        #expect(try store.jobs().map(\.name) == ["other"])
+    }
+
+    /// Two cancels of many jobs at once, naming the same jobs in different orders (their names are taken
+    /// a slice at a time, in one order whatever the request's): one cancels them all, the other then
+    /// finds no such job and cancels nothing.
+    @Test func twoCancelsOfManyJobsAtOnceDoNotWaitForEachOther() async throws {
+        defer { removeAll() }
+        let count = Registry.namesSlice * 2
+        let names = try (0..<count).map { try JobName("j\($0)") }
+        for name in names { try await registry.add(spec(name.rawValue, ["every": "1h", "command": "true"]), origin: .runtime) }
+        let registry = self.registry
+        async let first: TimerdError? = { () async -> TimerdError? in
+            do throws(TimerdError) { try await registry.cancel(names); return nil } catch { return error }
+        }()
+        async let second: TimerdError? = { () async -> TimerdError? in
+            do throws(TimerdError) { try await registry.cancel(Array(names[(count / 2)...]) + Array(names[..<(count / 2)])); return nil } catch { return error }
+        }()
+        let codes = await [first, second].map { $0?.code }
+        #expect(codes.filter { $0 == nil }.count == 1)
+        #expect(codes.contains(TimerdError.Code.noSuchJob))
+        #expect(await registry.engine.jobs.count == 0)
+        #expect(try store.jobs().isEmpty)
+    }
 }
 
 extension Result where Failure == TimerdError {

@@ -57,11 +57,23 @@ struct Driver {
 
     @discardableResult
     mutating func handle(_ input: Input) -> [Effect] {
-        effects = engine.handle(input, at: clock.now())
-        // A request's change is answered by the store at once: its effects follow the write.
-        for case .writeAhead(let change, _) in effects {
-            let answer: Input = saveFailure.map { .changeNotSaved(change, $0) } ?? .changeSaved(change)
-            effects += engine.handle(answer, at: clock.now())
+        effects = []
+        var inputs = [input]
+        while !inputs.isEmpty {
+            let produced = engine.handle(inputs.removeFirst(), at: clock.now())
+            effects += produced
+            for effect in produced {
+                switch effect {
+                case .writeAhead(let change, _):
+                    // A request's change is answered by the store at once: its effects follow the write.
+                    inputs.append(saveFailure.map { .changeNotSaved(change, $0) } ?? .changeSaved(change))
+                case .reply(.success(.partlyApplied(let change))):
+                    // A change in slices: the next slice until the last.
+                    inputs.append(.continueChange(change))
+                default:
+                    break
+                }
+            }
         }
         return effects
     }
@@ -83,8 +95,9 @@ struct Driver {
         return reply
     }
 
+    /// The last answer (a change taking effect in slices answers once per slice).
     var reply: Result<Answer, TimerdError>? {
-        for case .reply(let result) in effects { return result }
+        for case .reply(let result) in effects.reversed() { return result }
         return nil
     }
 

@@ -106,7 +106,7 @@ import TimerdCore
 
         driver.handle(.connectionClosed(7))
         #expect(driver.engine.job(T.name("conn")) == nil)
-        #expect(driver.decisions.contains { if case .cancelled(let name, _) = $0 { return name == T.name("conn") } else { return false } })
+        #expect(driver.decisions.contains { if case .cancelled(let name, _, _, _) = $0 { return name == T.name("conn") } else { return false } })
 
         let proc = driver.engine.job(T.name("proc"))!
         driver.handle(.ownerGone(proc.spec.name, jobID: proc.id, reason: "cancelled: its owner process 4242 exited"))

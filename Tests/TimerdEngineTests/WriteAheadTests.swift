@@ -139,6 +139,70 @@ import TimerdCore
         #expect(driver.decisions.filter { if case .cancelled = $0 { true } else { false } }.count == names.count)
     }
 
+    /// More jobs than a slice: checked a slice per input (jobs of the cancel still fire meanwhile), then
+    /// all deletes written ahead at once; once saved, the jobs leave the table a slice per input, none of
+    /// those left fires meanwhile, other jobs do, and the answer and the one log line come with the last.
+    @Test func aCancelOfManyJobsTakesEffectInSlicesAndNoneOfThemFiresOnceItIsSaved() throws {
+        var driver = Driver()
+        let count = Engine.cancelSlice * 2 + 1
+        let names = (0..<count).map { T.name("j\($0)") }
+        for name in names { _ = driver.add(name.rawValue, ["every": "10s"]) }
+        _ = driver.add("other", ["every": "10s"])
+
+        driver.effects = driver.engine.handle(.cancel(names, by: T.root, checkOnly: false), at: driver.clock.now())
+        guard case .success(.partlyApplied(let change))? = driver.reply else {
+            Issue.record("not checked in part: \(String(describing: driver.reply))")
+            return
+        }
+        // Not in effect while it is checked: a job of the cancel still fires.
+        driver.reach(names.last!.rawValue, after: .seconds(10))
+        #expect(driver.starts.map(\.job) == [names.last!])
+        driver.effects = driver.engine.handle(.continueChange(change), at: driver.clock.now())
+        #expect(driver.reply == .success(.partlyApplied(change)))
+        driver.effects = driver.engine.handle(.continueChange(change), at: driver.clock.now())
+        let pending = try #require(driver.effects.compactMap { effect -> [Persist]? in
+            if case .writeAhead(change, let records) = effect { records } else { nil }
+        }.first)
+        #expect(pending == names.map { .deleteJob($0) })
+        #expect(driver.engine.jobs.count == count + 1)
+
+        driver.effects = driver.engine.handle(.changeSaved(change), at: driver.clock.now())
+        #expect(driver.reply == .success(.partlyApplied(change)))
+        #expect(driver.engine.jobs.count == count + 1 - Engine.cancelSlice)
+        #expect(driver.records.isEmpty, "a delete written again behind")
+        // Due meanwhile: a job of the cancel not removed yet does not fire; another job does.
+        driver.reach(names.last!.rawValue, after: .seconds(10))
+        #expect(driver.starts.isEmpty)
+        driver.reach("other", after: .zero)
+        #expect(driver.starts.map(\.job) == [T.name("other")])
+
+        driver.effects = driver.engine.handle(.continueChange(change), at: driver.clock.now())
+        #expect(driver.reply == .success(.partlyApplied(change)))
+        driver.effects = driver.engine.handle(.continueChange(change), at: driver.clock.now())
+        #expect(driver.reply == .success(.done))
+        #expect(driver.engine.jobs.keys.map(\.rawValue) == ["other"])
+        #expect(driver.records.isEmpty)
+        let logs = driver.effects.compactMap { if case .log(_, nil, _, let line) = $0 { line } else { nil } }
+        #expect(logs == [Engine.cancelledSummary(names)])
+    }
+
+    /// A refusal in any slice of the check refuses the whole cancel: nothing written, every job still
+    /// there and firing; so does a write that fails.
+    @Test func aCancelOfManyJobsRefusedOrNotSavedChangesNothing() {
+        var driver = Driver()
+        let names = (0..<(Engine.cancelSlice * 2)).map { T.name("j\($0)") }
+        for name in names { _ = driver.add(name.rawValue, ["every": "10s"]) }
+        driver.handle(.cancel(names + [T.name("nope")], by: T.root, checkOnly: false))
+        #expect(driver.reply?.code == .noSuchJob)
+        #expect(!driver.effects.contains { if case .writeAhead = $0 { true } else { false } })
+        driver.saveFailure = Self.full
+        driver.handle(.cancel(names, by: T.root, checkOnly: false))
+        #expect(driver.reply?.code == .storageUnavailable)
+        #expect(driver.engine.jobs.count == names.count)
+        driver.reach(names[0].rawValue, after: .seconds(10))
+        #expect(driver.starts.map(\.job) == [names[0]])
+    }
+
     @Test func jobsThatAreNotKeptAreChangedAtOnce() {
         var driver = Driver()
         // owner=connection jobs end with their connection: nothing of them is written.

@@ -77,6 +77,12 @@ import TimerdProtocol
         }
     }
 
+    @Test func tagResultsAsPayloadWritesThem() {
+        for jobs in [[], ["a"], Self.texts] {
+            #expect(TagResult(jobs: jobs).json == Payload.encode(TagResult(jobs: jobs)))
+        }
+    }
+
     @Test func showsRecentRunsGoThroughTheEncoder() {
         var info = Self.full("x", 1.5)
         info.recent_runs = []

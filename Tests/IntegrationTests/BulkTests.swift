@@ -1,0 +1,142 @@
+import Foundation
+import Testing
+
+/// `LIST` and `CANCEL tag=T` of more jobs than one slice, through the real daemon (`docs/protocol.md`,
+/// "Many jobs"): a `LIST` reply is streamed and still one valid line, in order with the replies around it;
+/// a `CANCEL` of many jobs is all or nothing, durable, and every job's `cancelled` event reaches watchers.
+@Suite struct BulkTests {
+    /// More jobs than several slices of a `LIST` (250) and of a cancel (500), and a reply (about 2 MB)
+    /// larger than a connection queues (1 MiB), so the stream waits for the client.
+    static let count = 3_000
+
+    static func name(_ index: Int) -> String { "j" + String(format: "%05d", index) }
+
+    /// Adds `count` jobs tagged `bulk` on one connection, pipelined, and checks each was added.
+    static func addMany(_ daemon: Daemon) throws {
+        let client = try Client(path: daemon.socket)
+        try client.write((0..<count).map { "ADD \(name($0)) every=1h tag=bulk command=true\n" }.joined())
+        for index in 0..<count { #expect(try client.readLine() == "OK", "ADD \(name(index))") }
+    }
+
+    static func jobs(_ reply: String) throws -> [[String: Any]] {
+        guard reply.hasPrefix("OK ") else { throw HarnessError("not OK: \(reply.prefix(200))") }
+        return try #require(try JSONSerialization.jsonObject(with: Data(reply.dropFirst(3).utf8)) as? [[String: Any]])
+    }
+
+    @Test func aLargeListIsOneValidLineInOrderWithTheRepliesAroundIt() throws {
+        let daemon = try Daemon()
+        try Self.addMany(daemon)
+        #expect(try daemon.request("ADD a-first every=1h command=true") == "OK")
+        let all = ["a-first"] + (0..<Self.count).map(Self.name)
+
+        // Pipelined with other requests on one connection, and read slowly (the daemon waits for the
+        // client): every reply in its place, the LIST whole.
+        let client = try Client(path: daemon.socket)
+        try client.write("PING\nLIST\nADD zz every=1h tag=bulk command=true\nLIST tag=bulk\nLIST tag=none\nLIST x\n")
+        #expect(try client.readLine() == "OK")
+        usleep(200_000)  // not a synchronisation: only lets the daemon's queue fill up before reading
+        let listed = try Self.jobs(try client.readLine())
+        #expect(listed.compactMap { $0["name"] as? String } == all)
+        #expect(listed.allSatisfy { $0["state"] as? String == "scheduled" })
+        #expect(try client.readLine() == "OK")
+        let tagged = try Self.jobs(try client.readLine()).compactMap { $0["name"] as? String }
+        #expect(tagged == Array(all.dropFirst()) + ["zz"])
+        #expect(try client.readLine() == "OK []")
+        #expect(try client.readLine().hasPrefix("ERR bad-argument "))
+
+        // timerctl reads it, as JSON and as text.
+        let json = try daemon.ctl("--json", "list")
+        #expect(json.status == 0, "\(json.stderr)")
+        let decoded = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [[String: Any]])
+        #expect(decoded.compactMap { $0["name"] as? String } == all + ["zz"])
+        let text = try daemon.ctl("list")
+        #expect(text.status == 0, "\(text.stderr)")
+        let textNames = text.stdout.split(separator: "\n").dropFirst().compactMap { $0.split(separator: " ").first.map(String.init) }
+        #expect(textNames == all + ["zz"])
+
+        // A client that leaves in the middle of a reply: the daemon goes on.
+        let leaving = try Client(path: daemon.socket)
+        try leaving.write("LIST\n")
+        var partial = [UInt8](repeating: 0, count: 4_096)
+        #expect(recv(leaving.fd, &partial, partial.count, 0) > 0)
+        close(leaving.fd)
+        #expect(try daemon.listNames().count == Self.count + 2)
+        daemon.expectAlive()
+    }
+
+    @Test func aCancelOfManyJobsIsDurableAndEveryJobsEventIsSent() throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeTemporaryDirectory(directory) }
+        let state = directory + "/state"
+        var first: Daemon? = try Daemon(stateDirectory: state)
+        let daemon = first!
+        try Self.addMany(daemon)
+        #expect(try daemon.request("ADD other every=1h tag=keep command=true") == "OK")
+        // A watcher of the tag: registered once it sees an event of the tag.
+        let watcher = try Client(path: daemon.socket)
+        #expect(try watcher.request("WATCH tag=bulk") == #"OK {"watching":"tag:bulk"}"#)
+        var attempt = 0
+        var registered = false
+        while !registered {
+            attempt += 1
+            #expect(try daemon.request("ADD sync\(attempt) every=1h tag=bulk command=true") == "OK")
+            registered = try WatchTests.event(try watcher.readLine())["job"] as? String == "sync\(attempt)"
+        }
+        let cancelled = Set((0..<Self.count).map(Self.name) + (1...attempt).map { "sync\($0)" })
+
+        let reply = try daemon.request("CANCEL tag=bulk")
+        #expect(reply.hasPrefix("OK "), "\(reply.prefix(200))")
+        let payload = try JSONSerialization.jsonObject(with: Data(reply.dropFirst(3).utf8)) as? [String: [String]]
+        #expect(payload?["jobs"].map(Set.init) == cancelled)
+        #expect(payload?["jobs"] == payload?["jobs"]?.sorted())
+        #expect(try daemon.listNames() == ["other"])
+        // Each job's event, though the jobs are gone from the table when the events are made.
+        var seen: Set<String> = []
+        while seen.count < cancelled.count {
+            let event = try WatchTests.event(try watcher.readLine())
+            guard event["event"] as? String == "cancelled", let job = event["job"] as? String else { continue }
+            #expect(cancelled.contains(job), "\(job)")
+            seen.insert(job)
+        }
+        // One job by name too.
+        #expect(try daemon.request("ADD one every=1h tag=bulk command=true") == "OK")
+        #expect(try daemon.request("CANCEL one") == "OK")
+        var sawOne = false
+        while !sawOne {
+            let event = try WatchTests.event(try watcher.readLine())
+            sawOne = event["event"] as? String == "cancelled" && event["job"] as? String == "one"
+        }
+        daemon.stop()
+        first = nil
+
+        let again = try Daemon(stateDirectory: state)
+        #expect(try again.listNames() == ["other"])
+    }
+
+    @Test func aCancelOfManyJobsThatCannotBeWrittenCancelsNone() throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeTemporaryDirectory(directory) }
+        let state = directory + "/state", fault = directory + "/fault"
+        let environment = ["TIMERD_TEST_FAILPOINTS": StorageFaultTests.failpoint, "TIMERD_TEST_STORE_FAULT_FILE": fault]
+        var first: Daemon? = try Daemon(environment: environment, stateDirectory: state)
+        let daemon = first!
+        try Self.addMany(daemon)
+        let all = (0..<Self.count).map(Self.name)
+
+        _ = FileManager.default.createFile(atPath: fault, contents: nil)
+        let refused = try daemon.request("CANCEL tag=bulk")
+        #expect(refused.hasPrefix("ERR storage-unavailable "), "\(refused.prefix(200))")
+        #expect(try daemon.listNames() == all)
+        // A config job or a job of another user among them would refuse it the same way: checked whole.
+        #expect(try daemon.request("CANCEL \(all[0]) \(all[1]) nope").hasPrefix("ERR no-such-job "))
+        try FileManager.default.removeItem(atPath: fault)
+        #expect(try daemon.listNames() == all)
+        daemon.stop()
+        first = nil
+
+        let again = try Daemon(environment: environment, stateDirectory: state)
+        #expect(try again.listNames() == all)
+        #expect(try again.request("CANCEL tag=bulk").hasPrefix("OK "))
+        #expect(try again.listNames() == [])
+    }
+}
