@@ -245,17 +245,18 @@ actor Connection {
             return replied(number, Reply(TimerdError(.rateLimited, "more than \(rate) requests per second on this connection (max_request_rate); slow down")))
         }
         starting = true
-        let handler = self.handler
-        let id = self.id
-        let client = self.client
         let queue = executor.queue
         // Said by the registry once the change is handed to the store (see `RequestProgress`).
         let handedOver: @Sendable () -> Void = { [self] in
             queue.async { self.assumeIsolated { $0.handedOver(number) } }
         }
         Task {
+            // The operation uses `self`, so it is isolated to this connection like the task: a closure
+            // that captured only the handler would be nonisolated, and `withValue`'s operation type (the
+            // standard library's, not built with NonisolatedNonsendingByDefault) would run it on the global
+            // concurrent executor, starting libdispatch's once-a-second worker-pool monitor.
             let (reply, watch) = await RequestProgress.$handedOver.withValue(RequestProgress.HandOver(handedOver)) {
-                await handler.handleWatching(parsed, connection: id, client: client)
+                await self.handler.handleWatching(parsed, connection: self.id, client: self.client)
             }
             self.replied(number, reply, watch: watch)
         }
