@@ -5,6 +5,7 @@ SWIFT        ?= swift
 # openssl and python3: the webhook tests' throwaway CA and HTTP(S) server. tzdata: the zones of cron
 # and calendar jobs. python3-venv: the test oracles' virtual environment (croniter, from PyPI).
 # libsqlite3-dev: the durable state store (state.db). etcd-server: the cluster tests' etcd.
+# libsystemd-dev: the headers of CTimerdSystemd (timerd loads libsystemd itself only under systemd).
 APT_PACKAGES := libsystemd-dev libcurl4-openssl-dev libsqlite3-dev pkg-config systemd openssl python3 python3-venv tzdata etcd-server
 # The cron tests compare timerd with croniter (an independent implementation) in this venv.
 ORACLE_VENV  := $(CURDIR)/.build/oracle-venv
