@@ -29,23 +29,29 @@ static void load(void) {
     loaded = api.notify && api.watchdog_enabled && api.listen_fds && api.is_socket_unix && api.journal_sendv;
 }
 
+/* Set and not empty: what systemd sets when it wants the call. */
+static int set(const char *name) {
+    const char *value = getenv(name);
+    return value != NULL && value[0] != 0;
+}
+
 static int ready(void) {
     pthread_once(&load_once, load);
     return loaded;
 }
 
 int tsd_notify(const char *state) {
-    if (getenv("NOTIFY_SOCKET") == NULL) return 0;
+    if (!set("NOTIFY_SOCKET")) return 0;
     return ready() ? api.notify(0, state) : -ENOSYS;
 }
 
 int tsd_watchdog_enabled(uint64_t *usec) {
-    if (getenv("WATCHDOG_USEC") == NULL) return 0;
+    if (!set("WATCHDOG_USEC")) return 0;
     return ready() ? api.watchdog_enabled(0, usec) : -ENOSYS;
 }
 
 int tsd_listen_fds(void) {
-    if (getenv("LISTEN_FDS") == NULL) {
+    if (!set("LISTEN_FDS")) {
         unsetenv("LISTEN_PID");
         unsetenv("LISTEN_FDNAMES");
         return 0;

@@ -40,3 +40,27 @@ private func daemonThreadNames(_ pid: Int32) -> [String] {
     return tasks.compactMap { try? String(contentsOfFile: "/proc/\(pid)/task/\($0)/comm", encoding: .utf8) }
         .map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
 }
+
+/// Outside systemd timerd does not load libsystemd, nor the compression and crypto libraries it links
+/// (0.6 MiB resident; docs/performance.md, "Binary size and idle memory"); under systemd it does.
+@Suite struct SystemdLibraryTests {
+    @Test func libsystemdIsMappedOnlyWhenSystemdIsThere() throws {
+        let outside = try Daemon(environment: ["NOTIFY_SOCKET": ""], waitForReady: false)
+        #expect(eventually("timerd to answer") { (try? outside.request("PING")) == "OK" })
+        #expect(try outside.request("ADD hourly every=1h command=true") == "OK")
+        #expect(!mappedFiles(outside.pid).contains { $0.contains("libsystemd.so") }, "\(mappedFiles(outside.pid))")
+        // The same check can fail: with NOTIFY_SOCKET (the harness's), libsystemd is there.
+        let notified = try Daemon()
+        #expect(mappedFiles(notified.pid).contains { $0.contains("libsystemd.so") }, "\(mappedFiles(notified.pid).sorted())")
+    }
+}
+
+/// The files process `pid` maps (`/proc/PID/maps`).
+private func mappedFiles(_ pid: Int32) -> Set<String> {
+    // Read to the end: String(contentsOfFile:) stops short on /proc files larger than a page.
+    let data = FileHandle(forReadingAtPath: "/proc/\(pid)/maps")?.readDataToEndOfFile() ?? Data()
+    let maps = String(decoding: data, as: UTF8.self)
+    return Set(maps.split(separator: "\n").compactMap { line in
+        line.split(separator: " ", omittingEmptySubsequences: true).dropFirst(5).first.map(String.init)
+    })
+}

@@ -4,7 +4,7 @@
 // docs/performance.md, "Binary size and idle memory").
 //
 // Each function first checks the environment systemd sets for it and returns what libsystemd would
-// without it (0) when it is absent; otherwise it loads libsystemd.so.0 once and calls it. When
+// without it (0) when it is absent or empty; otherwise it loads libsystemd.so.0 once and calls it. When
 // libsystemd cannot be loaded the calls return -ENOSYS (tsd_listen_fds, under socket activation, too).
 #ifndef CTIMERDSYSTEMD_H
 #define CTIMERDSYSTEMD_H
@@ -19,7 +19,7 @@ extern "C" {
 /// SD_LISTEN_FDS_START: the first descriptor systemd passes.
 #define TSD_LISTEN_FDS_START 3
 
-/// sd_notify(0, state); 0 without NOTIFY_SOCKET.
+/// sd_notify(0, state); 0 without NOTIFY_SOCKET (or with it empty).
 int tsd_notify(const char *state);
 
 /// sd_watchdog_enabled(0, usec); 0 without WATCHDOG_USEC.
