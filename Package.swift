@@ -22,7 +22,8 @@ let package = Package(
         .target(name: "CTimerdSys"),
         // Typed wrappers over Glibc: descriptors, Unix sockets, spawn, signals.
         .target(name: "TimerdSystem", dependencies: ["TimerdCore", "CTimerdSys"]),
-        .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
+        // libsystemd (headers from Debian's libsystemd-dev), loaded with dlopen only under systemd.
+        .target(name: "CTimerdSystemd"),
         // SQLite, for the durable state store.
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         // Durable state: runtime jobs, fire bookkeeping and run history in <state dir>/state.db.
@@ -40,7 +41,7 @@ let package = Package(
         // The running service: registry, timers, control server, command runner.
         .target(
             name: "TimerdDaemon",
-            dependencies: ["TimerdCore", "TimerdEngine", "TimerdHost", "TimerdProtocol", "TimerdConfig", "TimerdSystem", "TimerdStore", "CSystemd", "TimerdHTTP", "TimerdCluster"],
+            dependencies: ["TimerdCore", "TimerdEngine", "TimerdHost", "TimerdProtocol", "TimerdConfig", "TimerdSystem", "TimerdStore", "CTimerdSystemd", "TimerdHTTP", "TimerdCluster"],
             // A nonisolated async function runs on its caller's actor (each component's own serial
             // queue), never on the global concurrent executor (docs/architecture.md, Concurrency).
             swiftSettings: [.enableUpcomingFeature("NonisolatedNonsendingByDefault")]

@@ -10,6 +10,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -490,3 +491,24 @@ void tsys_tsan_release(const void *address) { __tsan_release((void *)address); }
 void tsys_tsan_acquire(const void *address) { (void)address; }
 void tsys_tsan_release(const void *address) { (void)address; }
 #endif
+
+// The Swift runtime's hook for its global executor and its job runner (swift/Runtime/Concurrency.h).
+// Both use the Swift calling convention; a SerialExecutorRef (identity, implementation) is passed as two
+// words, and the generic executor is (NULL, 0).
+typedef __attribute__((swiftcall)) void (*tsys_swift_enqueue_original)(void *job);
+extern __attribute__((swiftcall)) void (*swift_task_enqueueGlobal_hook)(void *job, tsys_swift_enqueue_original original);
+extern __attribute__((swiftcall)) void swift_job_run(void *job, const void *executor_identity, uintptr_t executor_implementation);
+
+static void (*global_job_sink)(void *job);
+
+static __attribute__((swiftcall)) void enqueue_global(void *job, tsys_swift_enqueue_original original) {
+    (void)original;
+    global_job_sink(job);
+}
+
+void tsys_redirect_global_executor(void (*sink)(void *job)) {
+    global_job_sink = sink;
+    swift_task_enqueueGlobal_hook = enqueue_global;
+}
+
+void tsys_run_global_job(void *job) { swift_job_run(job, NULL, 0); }

@@ -1,4 +1,4 @@
-import CSystemd
+import CTimerdSystemd
 import Dispatch
 import TimerdCore
 import TimerdEngine
@@ -177,7 +177,7 @@ enum Journal {
             let vectors = ranges.map { range in
                 iovec(iov_base: raw.baseAddress.map { $0 + range.lowerBound }, iov_len: range.count)
             }
-            _ = vectors.withUnsafeBufferPointer { sd_journal_sendv($0.baseAddress, Int32($0.count)) }
+            _ = vectors.withUnsafeBufferPointer { tsd_journal_sendv($0.baseAddress, Int32($0.count)) }
         }
     }
 }

@@ -1,4 +1,5 @@
-import CSystemd
+import Glibc
+import CTimerdSystemd
 import TimerdCore
 import TimerdSystem
 
@@ -37,14 +38,21 @@ enum Notifier {
     /// The watchdog interval systemd expects pings within (`WatchdogSec=`), or nil when it is off.
     static func watchdogInterval() -> Duration? {
         var microseconds: UInt64 = 0
-        guard sd_watchdog_enabled(0, &microseconds) > 0, microseconds > 0 else { return nil }
+        guard tsd_watchdog_enabled(&microseconds) > 0, microseconds > 0 else { return nil }
         return .microseconds(Int64(microseconds))
     }
 
     private static func send(_ state: String) {
         guard enabled else { return }
-        _ = sd_notify(0, state)
+        if tsd_notify(state) == -ENOSYS { _ = libsystemdMissing }
     }
+
+    /// Said once on stderr (the journal, under systemd): without libsystemd nothing reaches systemd, and
+    /// a `Type=notify` unit would wait for readiness until its start times out.
+    private static let libsystemdMissing: Void = {
+        try? FileDescriptor.standardError.writeAll(
+            "timerd: NOTIFY_SOCKET is set but libsystemd.so.0 cannot be loaded: readiness, status and the watchdog are not reported to systemd (install libsystemd0)\n")
+    }()
 }
 
 /// The listening socket systemd passed (socket activation), if any.
@@ -66,11 +74,11 @@ enum SocketActivation {
     /// The passed socket, made close-on-exec and non-blocking; nil when not socket-activated.
     /// `LISTEN_FDS` and friends are removed from the environment so jobs do not see them.
     static func listener() throws -> FileDescriptor? {
-        let count = sd_listen_fds(1)
+        let count = tsd_listen_fds()
         guard count > 0 else { return nil }
         guard count == 1 else { throw Failure.tooMany(count) }
-        let fd = FileDescriptor(rawValue: SD_LISTEN_FDS_START)
-        guard sd_is_socket_unix(fd.rawValue, UnixSocket.streamType, 1, nil, 0) > 0 else {
+        let fd = FileDescriptor(rawValue: TSD_LISTEN_FDS_START)
+        guard tsd_is_socket_unix(fd.rawValue, UnixSocket.streamType, 1) > 0 else {
             throw Failure.notAUnixStreamListener(fd.rawValue)
         }
         try fd.setCloseOnExec()

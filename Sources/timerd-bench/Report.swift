@@ -105,6 +105,10 @@ struct Report {
         }
         if let idle = load(IdleResult.self, "idle.json") {
             text += "## Idle\n\n"
+            if let empty = idle.empty_rss_kb, let added = idle.jobs_rss_kb {
+                text += "Resident 2 s after start with no jobs: **\(mib(empty))**; 2 s after \(idle.jobs) jobs every hour "
+                text += "were added over one connection: **\(mib(added))**. "
+            }
             text += "\(idle.jobs) jobs every hour, no client, \(fmt(idle.seconds, 0)) s: resident \(mib(idle.rss_kb)), "
             text += "\(idle.threads) threads, \(idle.context_switches) context switches in all threads "
             text += "(**\(fmt(idle.wakeups_per_minute, 1)) wake-ups/min**; no watchdog outside systemd). "
@@ -114,7 +118,7 @@ struct Report {
             text += "\(fmt(idle.baseline_global_wakeups_per_minute, 1)) wake-ups/min. libdispatch on Linux starts a "
             text += "once-a-second worker-pool monitor timer the first time a global-queue worker runs "
             text += "(`_dispatch_workq_init_once` in swift-corelibs-libdispatch), and Swift concurrency's default "
-            text += "executor is that queue.\n\n"
+            text += "executor is that queue (timerd points it at a serial queue of its own, `GlobalExecutor`).\n\n"
         }
         try Measure.write(text, to: "\(out)/report.md")
         try writePlot(series.filter { !$0.milliseconds.isEmpty })

@@ -327,10 +327,16 @@ func stats(_ client: BenchClient) throws -> DaemonStats {
     return try Payload.decode(DaemonStats.self, from: String(reply.dropFirst(3)))
 }
 
-/// 4. Idle cost: memory and wake-ups with 100 hourly jobs and no client.
+/// 4. Idle cost: memory right after start with no jobs, then memory and wake-ups with 100 hourly jobs
+/// once the client that added them has gone (outside systemd: no watchdog).
 struct IdleResult: Codable {
     var jobs: Int
     var seconds: Double
+    /// Resident 2 s after start, before any job (issue #19's "empty config" row; nil in older results).
+    var empty_rss_kb: UInt64?
+    /// Resident 2 s after the jobs were added …
+    var jobs_rss_kb: UInt64?
+    /// … and at the end of the idle window.
     var rss_kb: UInt64
     var threads: Int
     var context_switches: Int
@@ -347,13 +353,18 @@ func runIdle(_ setup: Setup, seconds: Double) throws -> IdleResult {
     let daemon = try setup.daemon("idle")
     defer { daemon.stop() }
     let jobs = 100
+    Measure.sleep(seconds: 2)
+    let emptyRSS = try daemon.residentBytes() / 1024
     do {
         let client = try BenchClient(socket: daemon.socket)
         let errors = try client.pipeline((0..<jobs).map { "ADD h\($0) every=1h -- /bin/true" })
         guard errors.isEmpty else { throw BenchError("ADD failed: \(errors[0])") }
     }
-    // Let the connection's end and any start-up work settle before counting.
-    Measure.sleep(seconds: 3)
+    Measure.sleep(seconds: 2)
+    let jobsRSS = try daemon.residentBytes() / 1024
+    // Let the connection's end settle before counting: the Dispatch worker threads its requests woke
+    // end after 5 s without work (each wakes once more to exit), so the minute counts the idle state.
+    Measure.sleep(seconds: 6)
     let before = try daemon.contextSwitches()
     let start = Measure.now()
     Measure.sleep(seconds: seconds)
@@ -364,7 +375,7 @@ func runIdle(_ setup: Setup, seconds: Double) throws -> IdleResult {
     let baseline = try idleBaseline(seconds: seconds, global: false)
     let global = try idleBaseline(seconds: seconds, global: true)
     return IdleResult(
-        jobs: jobs, seconds: elapsed, rss_kb: rss, threads: after.count,
+        jobs: jobs, seconds: elapsed, empty_rss_kb: emptyRSS, jobs_rss_kb: jobsRSS, rss_kb: rss, threads: after.count,
         context_switches: switches, wakeups_per_minute: Double(switches) * 60 / elapsed,
         baseline_wakeups_per_minute: baseline.wakeupsPerMinute, baseline_rss_kb: baseline.rssKB,
         baseline_global_wakeups_per_minute: global.wakeupsPerMinute)

@@ -115,10 +115,10 @@ done)
 if [[ -z $unexpected ]]; then pass "no other files installed"; else fail "no other files installed" "$unexpected"; fi
 if [[ -d $dest/etc/timerd/jobs.d ]]; then pass "created /etc/timerd/jobs.d/"; else fail "created /etc/timerd/jobs.d/"; fi
 
-check "installed binaries are the release build" \
-    cmp .build/release/timerd "$dest$prefix/bin/timerd"
-check "installed timerctl is the release build" \
-    cmp .build/release/timerctl "$dest$prefix/bin/timerctl"
+for binary in timerd timerctl; do
+    strip -o "$tmp/$binary.stripped" ".build/release/$binary"
+    check "installed $binary is the release build, stripped" cmp "$tmp/$binary.stripped" "$dest$prefix/bin/$binary"
+done
 check "installed timerd.conf is config/timerd-default.conf (no demo jobs)" \
     cmp config/timerd-default.conf "$dest/etc/timerd/timerd.conf"
 check "installed docs match the source tree" \

@@ -142,6 +142,17 @@ int tsys_clock_change_acknowledge(int fd);
 void tsys_tsan_acquire(const void *address);
 void tsys_tsan_release(const void *address);
 
+/// Sends every job Swift concurrency puts on its global concurrent executor (a task resumed by a
+/// continuation, a nonisolated async function) to `sink` instead of libdispatch's global concurrent queue,
+/// whose first job starts a worker-pool monitor timer that wakes the process every second for the rest
+/// of its life. `sink` must arrange for `tsys_run_global_job(job)` to be called once, on any thread. Call
+/// once, before the first task starts (the Swift runtime's `swift_task_enqueueGlobal_hook`).
+void tsys_redirect_global_executor(void (*sink)(void *job));
+
+/// Runs a job handed to the sink of `tsys_redirect_global_executor` (`swift_job_run` on the generic
+/// executor, as the global executor would).
+void tsys_run_global_job(void *job);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,3 +1,0 @@
-#include <sys/uio.h>
-#include <systemd/sd-daemon.h>
-#include <systemd/sd-journal.h>
