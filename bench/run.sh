@@ -25,21 +25,26 @@ mkdir -p "$out"
 # Results of an earlier run must not leak into this report.
 rm -f "$out"/*.json "$out"/*.samples "$out"/*.dispatch "$out"/*.dat "$out"/*.log "$out"/report.md "$out"/lateness.*
 cc -O2 -Wall -Wextra -o "$out/probe" bench/probe.c
+cc -O2 -Wall -Wextra -o "$out/launcher" bench/launcher.c
 
-if [ "$peers" = systemd ]; then
-    for jobs in ${loads//,/ }; do
+# Lateness, one load at a time: systemd 252, timerd and the bare C launcher (the floor) back to back, so
+# the three see the same machine and their ratios mean something.
+for jobs in ${loads//,/ }; do
+    if [ "$peers" = systemd ]; then
         echo "systemd 252 peer: $jobs timers every second for $seconds s …"
         status=0
         bash bench/peer-systemd.sh --jobs "$jobs" --seconds "$seconds" --probe "$out/probe" --out "$out" || status=$?
         if [ "$status" = 3 ]; then
             echo "(systemd peer skipped: it needs root and unshare)"
-            break
+            peers=none
         elif [ "$status" != 0 ]; then
             echo "systemd peer failed (exit $status)" >&2
             exit "$status"
         fi
-    done
-fi
+    fi
+    "$bin/timerd-bench" run --timerd "$bin/timerd" --probe "$out/probe" --launcher "$out/launcher" --out "$out" \
+        --seconds "$seconds" --loads "$jobs" --only lateness
+done
 
 # The webhook scenario's server: Debian's nginx binary, unpacked (not installed: the package would start
 # a system-wide nginx on port 80).
@@ -51,7 +56,7 @@ if [ -z "$nginx" ]; then
     fi
     [ -x "$out/nginx-root/usr/sbin/nginx" ] && nginx=$out/nginx-root/usr/sbin/nginx
 fi
-only=lateness,scale,throughput,idle
+only=scale,throughput,idle
 [ -n "$nginx" ] && only=$only,webhooks
 
 "$bin/timerd-bench" run --timerd "$bin/timerd" --probe "$out/probe" --out "$out" \

@@ -14,7 +14,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -83,10 +82,13 @@ int tsys_pipe_cloexec(int fds[2], int nonblocking_read) {
 // Why clone with a separate stack rather than vfork(): a vfork child runs on the caller's stack,
 // in the caller's frame, and C gives no guarantee about what the compiler spills there after
 // vfork() returns a second time; anything the child writes can corrupt the frame the parent
-// returns into. With clone the child is an ordinary function on its own 64 KiB mapping and only
-// `struct spawn_args` is shared, explicitly. The mapping costs an mmap and a munmap per spawn
-// (microseconds, next to the exec's milliseconds). Measured use of it on x86_64: 704 bytes, and
-// 3.6 KiB on a process's first spawn, when the dynamic linker binds the functions the child calls.
+// returns into. With clone the child is an ordinary function on a stack of its own and only
+// `struct spawn_args` is shared, explicitly. That stack is a 32 KiB array in tsys_spawn's frame (as
+// in musl's posix_spawn): nothing else uses it while the calling thread is suspended, the parent
+// never reads it, and it costs nothing. (It was a mapping of its own, an mmap and a munmap per
+// spawn; in a process with several threads each munmap also interrupts every CPU running one of
+// them to flush its TLB.) Measured use of it on x86_64: 704 bytes, and 3.6 KiB on a process's first
+// spawn, when the dynamic linker binds the functions the child calls.
 //
 // Rules for the child, which shares memory (and the calling thread's TLS, errno included) with a
 // suspended parent thread while the parent's other threads keep running:
@@ -144,7 +146,8 @@ struct kernel_sigaction {
 #define TSYS_SYS_getresuid SYS_getresuid
 #endif
 
-#define SPAWN_STACK_SIZE (64 * 1024)
+// The child's stack, in tsys_spawn's frame (see above): nine times the most it was measured to use.
+#define SPAWN_STACK_SIZE (32 * 1024)
 
 struct spawn_args {
     const char *path;
@@ -265,12 +268,8 @@ int tsys_spawn(pid_t *pid, int *stage, const char *path, char *const argv[], cha
     if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < fd_limit) fd_limit = (unsigned)files.rlim_cur;
 
     int err = 0;
-    void *stack = mmap(NULL, SPAWN_STACK_SIZE, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
-    if (stack == MAP_FAILED) {
-        err = errno;
-        goto close_out;
-    }
+    // Aligned for any ABI's stack pointer; its top is handed to clone.
+    _Alignas(64) char stack[SPAWN_STACK_SIZE];
 
     // Block every signal in this thread for the child's lifetime before exec: a handler running in
     // the child would run on shared memory with the parent's state. (Dispatch threads already block
@@ -279,14 +278,14 @@ int tsys_spawn(pid_t *pid, int *stage, const char *path, char *const argv[], cha
     sigset_t all, saved;
     sigfillset(&all);
     err = pthread_sigmask(SIG_BLOCK, &all, &saved);
-    if (err != 0) goto unmap;
+    if (err != 0) goto close_out;
 
     struct spawn_args args = {
         .path = path, .argv = argv, .envp = envp, .cwd = cwd, .out = out, .fd_limit = fd_limit,
         .credentials = credentials, .stage = 0, .err = 0,
     };
     // The stack grows down on every architecture Swift supports on Linux: pass its top.
-    pid_t child = __clone(spawn_child, (char *)stack + SPAWN_STACK_SIZE, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
+    pid_t child = __clone(spawn_child, stack + SPAWN_STACK_SIZE, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
     if (child < 0) err = errno;
     pthread_sigmask(SIG_SETMASK, &saved, NULL);
 
@@ -302,8 +301,6 @@ int tsys_spawn(pid_t *pid, int *stage, const char *path, char *const argv[], cha
             }
         }
     }
-unmap:
-    munmap(stack, SPAWN_STACK_SIZE);
 close_out:
     if (out != output_fd) {
         close(out);

@@ -3,25 +3,44 @@ import TimerdCore
 import TimerdEngine
 import TimerdSystem
 
-/// Starts job runs as child processes, on its own queue (never the registry's).
+/// Starts job runs as child processes, on queues of its own (never the registry's).
 ///
 /// Each run gets its own session and process group, stdin from /dev/null, and stdout+stderr on one pipe
 /// whose lines are logged with the job name; the last `Limits.outputTailBytes` are kept for `show`.
 /// Exit is noticed through a pidfd read source, never by polling.
+///
+/// Runs are spread over a few serial queues, a job's runs always on the same one (so they start in the
+/// order they were asked for). A spawn holds its queue's thread until the child has called `execve`
+/// (`clone(CLONE_VFORK)`), which on a busy machine includes waiting for a CPU; with one queue every
+/// later fire waited behind it, and at 1,000 fires/s the waits added up to hundreds of milliseconds.
 final class CommandLauncher: RunLauncher {
-    private let executor = QueueExecutor(label: "timerd.runs")
+    private let executors: [QueueExecutor]
     private let log: Logger
     private let clock: any Clock
+
+    /// Spawning queues: two per CPU (a thread waiting for its child uses none), at least two.
+    static let queueCount = max(2, 2 * CurrentProcess.onlineProcessors())
 
     init(log: Logger, clock: any Clock) {
         self.log = log
         self.clock = clock
+        executors = (0..<Self.queueCount).map { QueueExecutor(label: "timerd.runs.\($0)") }
     }
 
     func start(_ request: RunRequest, events: @escaping @Sendable (RunEvent) -> Void) -> any RunHandle {
+        let executor = executors[Self.queueIndex(of: request.job, count: executors.count)]
         let run = CommandRun(request: request, executor: executor, log: log, clock: clock, events: events)
         executor.queue.async { run.assumeIsolated { $0.spawn() } }
         return run
+    }
+
+    /// The queue a job's runs use: FNV-1a of its name, so it is the same for every run of the job.
+    static func queueIndex(of job: String, count: Int) -> Int {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in job.utf8 {
+            hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
+        }
+        return Int(hash % UInt64(count))
     }
 }
 

@@ -23,7 +23,8 @@ import TimerdSystem
 /// `Sendable` because its only state is the `Connection`, whose mutable state is only touched on its
 /// serial queue.
 public final class StateStore: Sendable {
-    private let connection: Connection
+    /// Internal, not private: tests wait on its queue.
+    let connection: Connection
 
     private init(connection: Connection) {
         self.connection = connection
@@ -62,11 +63,13 @@ public final class StateStore: Sendable {
     static func open(
         directory: String, migrations: [Migration], synchronous: StoreFile.Synchronous, clock: (any Clock)? = nil,
         faultFile: String? = nil, backlogLimit: Int = 100_000,
-        retry: (first: Duration, longest: Duration) = (.milliseconds(500), .seconds(5))
+        retry: (first: Duration, longest: Duration) = (.milliseconds(500), .seconds(5)),
+        backgroundDelay: Duration = .milliseconds(50)
     ) throws(StoreError) -> (store: StateStore, recovered: String?) {
         let settings = Connection.Settings(
             directory: directory, migrations: migrations, synchronous: synchronous, clock: clock ?? HostClocks(),
-            faultFile: faultFile, backlogLimit: backlogLimit, firstRetry: retry.first, longestRetry: retry.longest)
+            faultFile: faultFile, backlogLimit: backlogLimit, firstRetry: retry.first, longestRetry: retry.longest,
+            backgroundDelay: backgroundDelay)
         try Files.makeDirectories(directory)
         let opened = try StoreFile.open(settings.path, migrations: migrations, synchronous: synchronous)
         do {

@@ -141,6 +141,13 @@ public enum CurrentProcess {
         return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
+    /// The CPUs online now (at least 1).
+    ///
+    /// The corresponding C function is `sysconf` (`_SC_NPROCESSORS_ONLN`).
+    public static func onlineProcessors() -> Int {
+        max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+    }
+
     /// Resident set size in bytes, from /proc/self/statm.
     public static func residentSetBytes() throws(Errno) -> UInt64 {
         try ProcessControl.residentSetBytes(of: "self")

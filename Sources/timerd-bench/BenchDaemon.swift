@@ -71,6 +71,19 @@ struct ProcessProbe {
     /// Resident memory in bytes.
     func residentBytes() throws -> UInt64 { try ProcessControl.residentSetBytes(of: String(pid)) }
 
+    /// CPU time used so far in seconds (user + system, all threads, not counting children), from
+    /// /proc/PID/stat.
+    func cpuSeconds() throws -> Double {
+        let text = String(decoding: try FileSystem.readFile("/proc/\(pid)/stat"), as: UTF8.self)
+        // Fields after the command name (which may contain spaces) start at the state, field 3.
+        guard let close = text.lastIndex(of: ")") else { throw BenchError("/proc/\(pid)/stat: \(text)") }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else {
+            throw BenchError("/proc/\(pid)/stat: \(text)")
+        }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
     /// Context switches (voluntary + involuntary) so far, by thread id: each switch in is one wake-up.
     func contextSwitches() throws -> [String: Int] {
         var byThread: [String: Int] = [:]
@@ -90,5 +103,14 @@ struct ProcessProbe {
     static func wakeups(from before: [String: Int], to after: [String: Int]) -> Int {
         let grown = after.reduce(0) { $0 + $1.value - (before[$1.key] ?? 0) }
         return grown + before.keys.filter { after[$0] == nil }.count
+    }
+}
+
+extension ChildProcess {
+    /// SIGKILL, then reaps it and closes its pidfd: the end of a helper program this benchmark started.
+    func killAndReap() {
+        _ = try? signal(.kill)
+        _ = try? waitExit(blocking: true)
+        try? pidfd.close()
     }
 }

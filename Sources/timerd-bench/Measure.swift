@@ -34,6 +34,13 @@ enum Measure {
         return String(decoding: bytes, as: UTF8.self).split(separator: "\n").compactMap { Double($0).map { $0 / 1e6 } }
     }
 
+    /// The machine's load average over the last minute (/proc/loadavg), nil if unreadable: reported with
+    /// every lateness result, since two cores shared with other work change every number.
+    static func loadAverage() -> Double? {
+        guard let bytes = try? FileSystem.readFile("/proc/loadavg") else { return nil }
+        return String(decoding: bytes, as: UTF8.self).split(separator: " ").first.flatMap { Double($0) }
+    }
+
     /// Empties a file the probes append to.
     static func truncate(_ path: String) { _ = Glibc.truncate(path, 0) }
 

@@ -33,31 +33,25 @@ struct Report {
     func write() throws {
         var text = "# timerd benchmark\n\n"
         text += environment() + "\n"
+        text += issueTable()
         var series: [Series] = []
         let loads = latenessLoads()
         for jobs in loads {
             text += "## Lateness: \(jobs) jobs each due every second (\(jobs) fires/s, phases spread evenly)\n\n"
-            text += "Each run starts `bench/probe`, which writes how late it started against its due time.\n\n"
-            text += "| Scheduler | Window | Fires due | Commands started | Registering | Due → handler p50 / p99 / max (ms) | Due → command running p50 / p90 / p99 / max (ms) |\n"
-            text += "|---|---|---|---|---|---|---|\n"
-            if let result = load(LatenessResult.self, "timerd-\(jobs).json") {
-                text += "| timerd | \(fmt(result.seconds, 0)) s | \(result.expected_fires) | \(result.starts)"
-                text += " | \(fmt(result.register_seconds * 1000, 1)) ms | \(triple(result.dispatch_ms)) | \(quad(result.command_ms)) |\n"
-                series.append(Series(label: "timerd, \(jobs) fires/s", file: "cdf-timerd-\(jobs).dat",
-                                     milliseconds: Measure.probeSamples("\(out)/timerd-\(jobs).samples")))
-            }
-            if let peer = load(PeerResult.self, "systemd-\(jobs).json") {
-                let samples = Measure.probeSamples("\(out)/systemd-\(jobs).samples")
-                text += "| \(peer.peer) | \(fmt(peer.seconds, 0)) s | \(peer.expected_fires) | \(peer.starts)"
-                // A scheduler that starts fewer than 95% of the fires is behind by more than the probe can
-                // measure (its lateness wraps at the 1 s period): its percentiles would mean nothing.
-                let saturated = Double(peer.starts) < 0.95 * Double(peer.expected_fires)
-                let lateness = saturated
-                    ? "saturated: \(fmt(Double(peer.starts) / peer.seconds, 0)) starts/s of \(peer.jobs) due"
-                    : quad(Summary(milliseconds: samples))
-                text += " | \(peer.register_seconds.map { "\(fmt($0 * 1000, 1)) ms" } ?? "–") | – | \(lateness) |\n"
-                if !saturated {
-                    series.append(Series(label: "\(peer.peer), \(jobs) fires/s", file: "cdf-systemd-\(jobs).dat", milliseconds: samples))
+            text += "Each run starts `bench/probe`, which writes how late it started against its due time. The three "
+            text += "ran back to back; the load is the machine's one-minute load average at the end of each window, "
+            text += "CPU per fire the scheduler's own CPU time (not its children's) over the fires due.\n\n"
+            text += "| Scheduler | Window | Fires due | Commands started | Registering | Due → handler p50 / p99 / max (ms) "
+            text += "| Due → command running p50 / p90 / p99 / max (ms) | CPU per fire | Load |\n"
+            text += "|---|---|---|---|---|---|---|---|---|\n"
+            for scheduler in ["timerd", "systemd", "launcher"] {
+                guard let row = commandLateness(scheduler, jobs) else { continue }
+                text += "| \(row.label) | \(fmt(row.seconds, 0)) s | \(row.expected) | \(row.starts)"
+                text += " | \(row.registerSeconds.map { "\(fmt($0 * 1000, 1)) ms" } ?? "–") | \(triple(row.dispatch))"
+                text += " | \(row.text) | \(row.cpuPerFire.map { "\(fmt($0 * 1e6, 0)) µs" } ?? "–")"
+                text += " | \(row.load.map { fmt($0, 2) } ?? "–") |\n"
+                if row.summary != nil {
+                    series.append(Series(label: "\(row.label), \(jobs) fires/s", file: "cdf-\(scheduler)-\(jobs).dat", milliseconds: row.samples))
                 }
             }
             text += "\n"
@@ -125,12 +119,12 @@ struct Report {
         print(text, terminator: "")
     }
 
-    /// The loads with a timerd or peer result, largest first.
+    /// The loads with a timerd, peer or launcher result, largest first.
     func latenessLoads() -> [Int] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: out)) ?? []
         var loads = Set<Int>()
         for name in names where name.hasSuffix(".json") {
-            for prefix in ["timerd-", "systemd-"] where name.hasPrefix(prefix) {
+            for prefix in ["timerd-", "systemd-", "launcher-"] where name.hasPrefix(prefix) {
                 if let jobs = Int(name.dropFirst(prefix.count).dropLast(5)) { loads.insert(jobs) }
             }
         }
@@ -180,7 +174,8 @@ struct Report {
 
     func fmt(_ value: Double, _ decimals: Int) -> String { String(format: "%.\(decimals)f", value) }
     func mib(_ kb: UInt64) -> String { "\(fmt(Double(kb) / 1024, 1)) MiB" }
-    func ms(_ value: Double) -> String { value < 10 ? fmt(value, 2) : fmt(value, 1) }
+    static func ms(_ value: Double) -> String { String(format: value < 10 ? "%.2f" : "%.1f", value) }
+    func ms(_ value: Double) -> String { Self.ms(value) }
     func triple(_ s: Summary?) -> String { s.map { "\(ms($0.p50)) / \(ms($0.p99)) / \(ms($0.max))" } ?? "–" }
     func quad(_ s: Summary?) -> String { s.map { "\(ms($0.p50)) / \(ms($0.p90)) / \(ms($0.p99)) / \(ms($0.max))" } ?? "–" }
 }

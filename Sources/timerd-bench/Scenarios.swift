@@ -7,6 +7,8 @@ struct Setup {
     var timerd: String
     var probe: String
     var out: String
+    /// The bare C launcher (bench/launcher.c), run at each lateness load as the floor (nil: not run).
+    var launcher: String? = nil
 
     func daemon(_ name: String, maxRunning: Int = 64) throws -> BenchDaemon {
         try BenchDaemon(timerd: timerd, workDirectory: out, name: name, config: """
@@ -36,6 +38,10 @@ struct LatenessResult: Codable {
     var command_ms: Summary?
     var rss_kb: UInt64
     var watcher_dropped: Bool
+    /// CPU time the scheduler itself used in the window (user + system, not its children), seconds.
+    var cpu_seconds: Double? = nil
+    /// The machine's one-minute load average at the end of the window.
+    var load_average: Double? = nil
 }
 
 func runLateness(_ setup: Setup, jobs: Int, seconds: Double) throws -> LatenessResult {
@@ -58,7 +64,10 @@ func runLateness(_ setup: Setup, jobs: Int, seconds: Double) throws -> LatenessR
     Measure.sleep(seconds: 4)
     Measure.truncate(samplesPath)
     watcher.phase.set("window")
+    let cpuBefore = try daemon.probe.cpuSeconds()
     Measure.sleep(seconds: seconds)
+    let cpu = try daemon.probe.cpuSeconds() - cpuBefore
+    let load = Measure.loadAverage()
     watcher.phase.set(nil)
     let command = Measure.probeSamples(samplesPath)
     let rss = try daemon.residentBytes() / 1024
@@ -68,7 +77,8 @@ func runLateness(_ setup: Setup, jobs: Int, seconds: Double) throws -> LatenessR
     return LatenessResult(
         jobs: jobs, seconds: seconds, expected_fires: Int(Double(jobs) * seconds), fired: dispatch.count,
         starts: command.count, register_seconds: registerSeconds, dispatch_ms: Summary(milliseconds: dispatch),
-        command_ms: Summary(milliseconds: command), rss_kb: rss, watcher_dropped: watcher.dropped.get())
+        command_ms: Summary(milliseconds: command), rss_kb: rss, watcher_dropped: watcher.dropped.get(), cpu_seconds: cpu,
+        load_average: load)
 }
 
 /// 2. Many registered jobs: adding them (pipelined, and one connection per request), memory per job,
@@ -388,11 +398,7 @@ func idleBaseline(seconds: Double, global: Bool) throws -> (wakeupsPerMinute: Do
     let child = try Spawn.run(
         program: try FileSystem.realPath("/proc/self/exe"), arguments: ["dispatch-idle"] + (global ? ["global"] : []), environment: [:], output: output)
     let process = ProcessProbe(pid: child.pid)
-    defer {
-        _ = try? child.signal(.kill)
-        _ = try? child.waitExit(blocking: true)
-        try? child.pidfd.close()
-    }
+    defer { child.killAndReap() }
     Measure.sleep(seconds: 3)
     let before = try process.contextSwitches()
     let start = Measure.now()

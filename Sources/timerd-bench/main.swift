@@ -5,13 +5,14 @@ import TimerdSystem
 // timerd (a release build) on a socket in the output directory and drives it over the control socket.
 
 let usage = """
-    usage: timerd-bench run --timerd PATH --probe PATH --out DIR [--seconds S] [--loads N,N]
+    usage: timerd-bench run --timerd PATH --probe PATH --out DIR [--launcher PATH] [--seconds S] [--loads N,N]
                             [--scale-jobs N] [--throughput-jobs N] [--throughput-seconds S]
                             [--webhook-jobs N] [--nginx PATH] [--idle-seconds S] [--only LIST]
            timerd-bench report --out DIR
 
     run      lateness (N jobs every second for S seconds, for each N in --loads, default 1000,200;
-             S default 60), scale (--scale-jobs, default 100000), throughput (--throughput-jobs each
+             S default 60; with --launcher, the bare C launcher of bench/launcher.c runs the same
+             schedule after timerd at each load, as the floor), scale (--scale-jobs, default 100000), throughput (--throughput-jobs each
              due every second, default 3000, for 20 s) and idle (default 60 s); --only picks some of
              lateness,scale,throughput,webhooks,idle; webhooks (--webhook-jobs each due every
              second, default 8000, to a local nginx given by --nginx). Results go to DIR/*.json.
@@ -57,7 +58,7 @@ do {
         CurrentProcess.writeToStderr(usage)
         exit(2)
     }
-    let setup = Setup(timerd: timerd, probe: probe, out: out)
+    let setup = Setup(timerd: timerd, probe: probe, out: out, launcher: options["launcher"])
     let only = Set((options["only"] ?? "lateness,scale,throughput,webhooks,idle").split(separator: ",").map(String.init))
     let seconds = number("seconds", 60)
     if only.contains("lateness") {
@@ -66,6 +67,10 @@ do {
             print("lateness: \(jobs) jobs every second for \(Int(seconds)) s …")
             let result = try runLateness(setup, jobs: jobs, seconds: seconds)
             try Measure.writeJSON(result, to: "\(out)/timerd-\(jobs).json")
+            if let launcher = setup.launcher {
+                print("lateness: the bare C launcher, \(jobs) jobs every second for \(Int(seconds)) s …")
+                try Measure.writeJSON(try runLauncher(setup, launcher: launcher, jobs: jobs, seconds: seconds), to: "\(out)/launcher-\(jobs).json")
+            }
         }
     }
     if only.contains("scale") {

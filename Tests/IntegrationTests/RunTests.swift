@@ -27,6 +27,26 @@ import Testing
         #expect(stamp.count == "2026-11-29T16:00:00.000000Z".count && stamp.hasSuffix("Z"), "RFC 3339 UTC with microseconds: \(stamp)")
     }
 
+    @Test func sigchldIsBlockedInTimerdAndNotInItsRuns() throws {
+        let daemon = try Daemon()
+        let pid = daemon.process.processIdentifier
+        // A first run ends, so a SIGCHLD is pending in timerd (blocked everywhere, never taken) …
+        #expect(try daemon.send("ADD first in=10ms command='echo first > \(daemon.directory)/first'") == ["OK"])
+        eventually("first ran") { daemon.lines("first") == ["first"] }
+        eventually("first ended") { (try? daemon.show("first")["running"] as? Int) == 0 }
+        let mask = try #require(try String(contentsOfFile: "/proc/\(pid)/task/\(pid)/status", encoding: .utf8)
+            .split(separator: "\n").first { $0.hasPrefix("SigBlk:") })
+        let blocked = try #require(UInt64(mask.split(separator: "\t").last ?? "", radix: 16))
+        #expect(blocked & (1 << (UInt64(SIGCHLD) - 1)) != 0, "main thread: \(mask)")
+        // … and the next run starts with no signal blocked and none pending: cp, started without a shell
+        // (dash would clear the mask itself), copies its own status.
+        let out = daemon.directory + "/signals"
+        #expect(try daemon.send("ADD second in=10ms -- /bin/cp /proc/self/status \(out)") == ["OK"])
+        eventually("second ran") { daemon.lines("signals").contains { $0.hasPrefix("SigBlk:") } }
+        let fields = daemon.lines("signals").filter { $0.hasPrefix("SigBlk:") || $0.hasPrefix("SigPnd:") || $0.hasPrefix("ShdPnd:") }
+        #expect(fields.sorted() == ["ShdPnd:\t0000000000000000", "SigBlk:\t0000000000000000", "SigPnd:\t0000000000000000"])
+    }
+
     @Test func argvRunsWithoutAShell() throws {
         let daemon = try Daemon()
         let out = daemon.directory + "/argv"

@@ -147,6 +147,28 @@ import TimerdCore
         print("group commit: 1001 submissions in \(transactions) transactions")
     }
 
+    @Test func backgroundRecordsWaitForCompanyAndAReadWritesThemFirst() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        // A delay no test outlasts: only a read (or a caller's batch) can write these records.
+        let (store, _) = try StateStore.open(
+            directory: dir.path, migrations: Schema.migrations, synchronous: .full, backgroundDelay: .seconds(3600))
+        defer { store.close() }
+        try store.applyAndWait([.putJob(job("a"))])
+        let before = store.transactions
+        for number in 1...50 {
+            store.record([.recordFire("a", runs: number, lastScheduled: t0 + .seconds(Int64(number))), .recordRun(run("a", number), keep: 100)])
+            // Each record handled on the store's queue (and any attempt it started) before the next.
+            store.connection.queue.sync {}
+            store.connection.queue.sync {}
+        }
+        #expect(store.transactions == before)
+        // The read comes after the records on the store's queue, and writes them in one transaction first.
+        #expect(try store.history(job: "a", limit: 100).count == 50)
+        #expect(store.transactions == before + 1)
+        #expect(try store.jobs().first?.runs == 50)
+    }
+
     @Test func historyIsPrunedToKeep() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
