@@ -70,6 +70,19 @@ extension Registry {
         return source
     }
 
+    /// Delivers what is due on either clock by now, as the timers would when they go off. For the start
+    /// of a long turn of other work (a burst of requests from many connections queues a turn per
+    /// connection on the registry's queue, and a timer's handler waits behind all of them): a job due
+    /// meanwhile then waits for one turn at most, not for the whole queue.
+    func deliverDue() {
+        guard !timers.delivering else { return }
+        let now = clock.now()
+        for kind in DeadlineQueue.ClockKind.allCases {
+            let at = kind == .mono ? Int64(clamping: now.mono.nanosecondsSinceBoot) : now.wall.nanosecondsSinceEpoch
+            if let wake = timers.queue.wake(kind), wake.earliest <= at { timerFired(kind) }
+        }
+    }
+
     /// `kind`'s timer went off: every job due on that clock by now gets `deadlineReached`, earliest first,
     /// then both timers are set for what is left (the deliveries armed the jobs' next deadlines). A job
     /// is never delivered before its deadline: a timer that went off early delivers nothing.

@@ -87,6 +87,8 @@ struct ScaleResult: Codable {
     var jobs: Int
     var pipelined_seconds: Double
     var pipelined_adds_per_second: Double
+    /// The same number of `ADD`s over 16 connections pipelining at once.
+    var pipelined_16_adds_per_second: Double?
     var per_client_seconds: Double
     var per_client_adds_per_second: Double
     var rss_before_kb: UInt64
@@ -147,6 +149,35 @@ func runScale(_ setup: Setup, jobs: Int) throws -> ScaleResult {
     let cancelSeconds = Measure.seconds(since: start)
     guard cancel.hasPrefix("OK") else { throw BenchError("CANCEL tag=bulk: \(cancel.prefix(200))") }
 
+    // The same number of ADDs again, spread over 16 connections pipelining at once (group commit across
+    // connections); cancelled again, untimed, before the next step.
+    watcher.phase.set("pipelined-16")
+    let connections = 16
+    let failures = LockedBox<[String]>([])
+    let group = DispatchGroup()
+    let socket = daemon.socket
+    start = Measure.now()
+    for connection in 0..<connections {
+        let share = (connection * jobs / connections)..<((connection + 1) * jobs / connections)
+        let lines = share.map { "ADD m\($0) every=1h tag=bulk -- /bin/true" }
+        group.enter()
+        Thread.detachNewThread {
+            defer { group.leave() }
+            do {
+                let errors = try BenchClient(socket: socket).pipeline(lines)
+                if let first = errors.first { failures.set(failures.get() + [first]) }
+            } catch {
+                failures.set(failures.get() + ["\(error)"])
+            }
+        }
+    }
+    group.wait()
+    let pipelined16 = Measure.seconds(since: start)
+    if let failure = failures.get().first { throw BenchError("pipelined ADD over \(connections) connections failed: \(failure)") }
+    watcher.phase.set(nil)
+    let recancel = try client.request("CANCEL tag=bulk")
+    guard recancel.hasPrefix("OK") else { throw BenchError("CANCEL tag=bulk: \(recancel.prefix(200))") }
+
     watcher.phase.set("per-client")
     start = Measure.now()
     for index in 0..<jobs {
@@ -158,6 +189,7 @@ func runScale(_ setup: Setup, jobs: Int) throws -> ScaleResult {
 
     return ScaleResult(
         jobs: jobs, pipelined_seconds: pipelined, pipelined_adds_per_second: Double(jobs) / pipelined,
+        pipelined_16_adds_per_second: Double(jobs) / pipelined16,
         per_client_seconds: perClient, per_client_adds_per_second: Double(jobs) / perClient,
         rss_before_kb: rssBefore / 1024, rss_after_kb: rssAfter / 1024,
         bytes_per_job: Double(rssAfter - min(rssAfter, rssBefore)) / Double(jobs),

@@ -82,7 +82,9 @@ import Testing
         eventually("resumed") { daemon.lines("p").count >= frozen + 2 }
         let info = try daemon.show("p")
         #expect((info["skipped"] as? Int ?? 0) >= 1, "fires due while paused are counted as skipped")
-        #expect((info["last_skip"] as? [String: Any])?["reason"] as? String == "paused")
+        // The fires due while paused are reported at the resume (`last_skip` may be a later fire skipped
+        // for overlap on a busy machine).
+        #expect(eventually("logged") { daemon.log.contains(" fell due while paused and were skipped") })
         #expect(daemon.log.contains("job=p resumed;"))
     }
 
