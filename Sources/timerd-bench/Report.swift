@@ -103,6 +103,9 @@ struct Report {
                 text += "Resident 2 s after start with no jobs: **\(mib(empty))**; 2 s after \(idle.jobs) jobs every hour "
                 text += "were added over one connection: **\(mib(added))**. "
             }
+            if let config = idle.config_jobs_rss_kb {
+                text += "Resident 2 s after start with the same \(idle.jobs) jobs declared in the config: **\(mib(config))**. "
+            }
             text += "\(idle.jobs) jobs every hour, no client, \(fmt(idle.seconds, 0)) s: resident \(mib(idle.rss_kb)), "
             text += "\(idle.threads) threads, \(idle.context_switches) context switches in all threads "
             text += "(**\(fmt(idle.wakeups_per_minute, 1)) wake-ups/min**; no watchdog outside systemd). "

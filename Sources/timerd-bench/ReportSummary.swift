@@ -92,13 +92,16 @@ extension Report {
             systemd: systemdBytes.map { "\(fmt($0, 0)) B (PID 1, per timer + service)" } ?? "–",
             target: "≤ 1,024 B", met: scale.map { $0.bytes_per_job <= 1024 }))
         rows.append(IssueRow(
-            measure: "Idle RSS right after start, empty config (VmRSS)", timerd: idle?.empty_rss_kb.map { mib($0) } ?? notMeasured,
+            measure: "Idle RSS right after start, empty config (VmRSS)", timerd: idle?.empty_rss_kb.map(mib) ?? notMeasured,
             floor: idle.map { "\(mib($0.baseline_rss_kb)) (bare Dispatch program)" } ?? "–",
             target: "≤ 12 MiB", met: idle?.empty_rss_kb.map { $0 <= 12 * 1024 }))
+        // Both ways: declared in the config, and added over a connection (at the end of the idle minute).
+        let withJobs = idle.map { idle in
+            (idle.config_jobs_rss_kb.map { "in the config \(mib($0)); " } ?? "") + "added over a connection \(mib(idle.rss_kb))"
+        }
         rows.append(IssueRow(
-            measure: "… with 100 hourly jobs (added over a connection; at the end of the idle minute)",
-            timerd: idle.map { mib($0.rss_kb) } ?? notMeasured,
-            target: "≤ 14 MiB", met: idle.map { $0.rss_kb <= 14 * 1024 }))
+            measure: "… with 100 hourly jobs", timerd: withJobs ?? notMeasured,
+            target: "≤ 14 MiB", met: idle.map { max($0.rss_kb, $0.config_jobs_rss_kb ?? 0) <= 14 * 1024 }))
         rows.append(IssueRow(
             measure: "Wake-ups over an idle minute, 100 hourly jobs, outside systemd",
             timerd: idle.map { fmt($0.wakeups_per_minute, 0) } ?? notMeasured,

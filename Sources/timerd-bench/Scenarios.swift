@@ -10,14 +10,15 @@ struct Setup {
     /// The bare C launcher (bench/launcher.c), run at each lateness load as the floor (nil: not run).
     var launcher: String? = nil
 
-    func daemon(_ name: String, maxRunning: Int = 64) throws -> BenchDaemon {
+    /// `jobs`: config text appended after the `[daemon]` section.
+    func daemon(_ name: String, maxRunning: Int = 64, jobs: String = "") throws -> BenchDaemon {
         try BenchDaemon(timerd: timerd, workDirectory: out, name: name, config: """
             # Written by timerd-bench for the \(name) scenario.
             [daemon]
             max_running = \(maxRunning)
             log = stderr
 
-            """)
+            """ + jobs)
     }
 }
 
@@ -378,6 +379,8 @@ struct IdleResult: Codable {
     var empty_rss_kb: UInt64?
     /// Resident 2 s after the jobs were added …
     var jobs_rss_kb: UInt64?
+    /// Resident 2 s after start of another timerd whose config declares the same jobs (nil in older results).
+    var config_jobs_rss_kb: UInt64?
     /// … and at the end of the idle window.
     var rss_kb: UInt64
     var threads: Int
@@ -392,9 +395,16 @@ struct IdleResult: Codable {
 }
 
 func runIdle(_ setup: Setup, seconds: Double) throws -> IdleResult {
+    let jobs = 100
+    // The same jobs declared in the config: issue #19's 100-jobs row both ways.
+    let configJobsRSS: UInt64 = try {
+        let daemon = try setup.daemon("idle-config", jobs: (0..<jobs).map { "[job \"h\($0)\"]\nevery = 1h\ncommand = /bin/true\n\n" }.joined())
+        defer { daemon.stop() }
+        Measure.sleep(seconds: 2)
+        return try daemon.residentBytes() / 1024
+    }()
     let daemon = try setup.daemon("idle")
     defer { daemon.stop() }
-    let jobs = 100
     Measure.sleep(seconds: 2)
     let emptyRSS = try daemon.residentBytes() / 1024
     do {
@@ -417,7 +427,7 @@ func runIdle(_ setup: Setup, seconds: Double) throws -> IdleResult {
     let baseline = try idleBaseline(seconds: seconds, global: false)
     let global = try idleBaseline(seconds: seconds, global: true)
     return IdleResult(
-        jobs: jobs, seconds: elapsed, empty_rss_kb: emptyRSS, jobs_rss_kb: jobsRSS, rss_kb: rss, threads: after.count,
+        jobs: jobs, seconds: elapsed, empty_rss_kb: emptyRSS, jobs_rss_kb: jobsRSS, config_jobs_rss_kb: configJobsRSS, rss_kb: rss, threads: after.count,
         context_switches: switches, wakeups_per_minute: Double(switches) * 60 / elapsed,
         baseline_wakeups_per_minute: baseline.wakeupsPerMinute, baseline_rss_kb: baseline.rssKB,
         baseline_global_wakeups_per_minute: global.wakeupsPerMinute)
