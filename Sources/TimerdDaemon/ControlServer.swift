@@ -13,8 +13,9 @@ actor ControlServer {
     private let listener: FileDescriptor
     private let handler: ControlHandler
     private let log: Logger
-    /// Told when a client's connection closes (its `owner=connection` jobs go with it).
-    private let onConnectionClosed: @Sendable (Int) -> Void
+    /// Told when a client's connection closes (its `owner=connection` jobs go with it), and whether it
+    /// was the last one open.
+    private let onConnectionClosed: @Sendable (_ id: Int, _ last: Bool) -> Void
     private var acceptWatch: IOWatcher.Registration?
     private var connections: [Int: Connection] = [:]
     /// Open connections per non-root user, for `max_connections_per_user`.
@@ -28,7 +29,7 @@ actor ControlServer {
 
     /// Binds `path` (replacing a stale socket, refusing a live one). Throws a `SocketError` to report.
     init(path: String, handler: ControlHandler, access: AccessControl, log: Logger,
-         onConnectionClosed: @escaping @Sendable (Int) -> Void) throws(SocketError) {
+         onConnectionClosed: @escaping @Sendable (_ id: Int, _ last: Bool) -> Void) throws(SocketError) {
         self.path = path
         self.access = access
         self.listener = try UnixSocket.listen(path: path, mode: 0o600)
@@ -41,7 +42,7 @@ actor ControlServer {
     /// Serves on a listening socket someone else created (systemd's socket activation); its file is
     /// never removed by timerd.
     init(adopting listener: FileDescriptor, handler: ControlHandler, access: AccessControl, log: Logger,
-         onConnectionClosed: @escaping @Sendable (Int) -> Void) {
+         onConnectionClosed: @escaping @Sendable (_ id: Int, _ last: Bool) -> Void) {
         self.access = access
         self.path = "socket passed by systemd (fd \(listener.rawValue))"
         self.listener = listener
@@ -111,14 +112,15 @@ actor ControlServer {
             let connection = Connection(
                 id: id, fd: fd, client: client, executor: executor, handler: handler, access: access, log: log,
                 onClose: { [self] id in
-                    self.assumeIsolated { server in
+                    let last = self.assumeIsolated { server in
                         server.connections[id] = nil
                         if !client.isAdmin {
                             server.connectionsPerUser[client.uid, default: 1] -= 1
                             if server.connectionsPerUser[client.uid] == 0 { server.connectionsPerUser[client.uid] = nil }
                         }
+                        return server.connections.isEmpty
                     }
-                    self.onConnectionClosed(id)
+                    self.onConnectionClosed(id, last)
                 })
             connections[id] = connection
             connection.assumeIsolated { $0.start() }

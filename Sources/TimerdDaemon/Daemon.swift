@@ -24,6 +24,7 @@ public actor Daemon {
     private let settings: Locked<DaemonSettings>
     private let access: AccessControl
     private let server: Locked<ControlServer?> = Locked(nil)
+    private let memory = IdleMemory()
     /// Cluster mode's etcd session (`docs/cluster.md`); nil on a single host.
     private let cluster: Locked<ClusterNode?> = Locked(nil)
     private var stopping = false
@@ -269,7 +270,15 @@ public actor Daemon {
         let server: ControlServer
         do {
             let registry = self.registry
-            let closed: @Sendable (Int) -> Void = { id in registry.enqueue { $0.connectionClosed(id) } }
+            let memory = self.memory
+            // The last client gone: what served its requests (worker threads' malloc arenas) is given back
+            // once the registry has dealt with the connection's end (docs/performance.md, "Idle resident memory").
+            let closed: @Sendable (Int, Bool) -> Void = { id, last in
+                registry.enqueue { registry in
+                    registry.connectionClosed(id)
+                    if last { memory.release() }
+                }
+            }
             if let passed = try SocketActivation.listener() {
                 server = ControlServer(adopting: passed, handler: handler, access: access, log: log, onConnectionClosed: closed)
             } else {

@@ -153,6 +153,19 @@ void tsys_redirect_global_executor(void (*sink)(void *job));
 /// executor, as the global executor would).
 void tsys_run_global_job(void *job);
 
+/// Gives the free memory of every malloc arena back to the kernel (`malloc_trim(0)`: the free pages
+/// inside each arena are advised away, and each heap's top is shrunk). Returns 1 if any memory was
+/// released, 0 if not.
+int tsys_malloc_trim(void);
+
+/// Drops this process's mappings of the pages of every read-only segment (PT_LOAD without PF_W: code
+/// and read-only data) of the program and its shared libraries (`MADV_DONTNEED`): they leave its
+/// resident set, stay in the page cache, and are mapped again on their next use (a minor fault). Never
+/// the writable segments (their pages may have been written: relocations, RELRO) nor an object with text
+/// relocations nor the vDSO, and nothing while a debugger traces the process (its breakpoints are
+/// private copies of code pages). Returns the bytes advised.
+size_t tsys_drop_readonly_pages(void);
+
 #ifdef __cplusplus
 }
 #endif
