@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <link.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
@@ -16,9 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/auxv.h>
 #include <sys/eventfd.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -516,65 +513,3 @@ void tsys_redirect_global_executor(void (*sink)(void *job)) {
 void tsys_run_global_job(void *job) { swift_job_run(job, NULL, 0); }
 
 int tsys_malloc_trim(void) { return malloc_trim(0); }
-
-// Whether the object has text relocations (its read-only segments may have been written at load).
-static int has_text_relocations(const struct dl_phdr_info *info) {
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        if (info->dlpi_phdr[i].p_type != PT_DYNAMIC) continue;
-        const ElfW(Dyn) *dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
-        for (; dyn->d_tag != DT_NULL; dyn++) {
-            if (dyn->d_tag == DT_TEXTREL) return 1;
-            if (dyn->d_tag == DT_FLAGS && (dyn->d_un.d_val & DF_TEXTREL)) return 1;
-        }
-    }
-    return 0;
-}
-
-static int drop_readonly(struct dl_phdr_info *info, size_t size, void *data) {
-    (void)size;
-    size_t *dropped = data;
-    uintptr_t vdso = (uintptr_t)getauxval(AT_SYSINFO_EHDR);
-    if (info->dlpi_phnum == 0 || has_text_relocations(info)) return 0;
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    // The RELRO range is written by the loader before it is made read-only: never advised, even if a
-    // linker put it in a segment without PF_W.
-    uintptr_t relro_start = 0, relro_end = 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type == PT_GNU_RELRO) {
-            relro_start = (info->dlpi_addr + ph->p_vaddr) & ~(page - 1);
-            relro_end = (info->dlpi_addr + ph->p_vaddr + ph->p_memsz + page - 1) & ~(page - 1);
-        }
-    }
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_LOAD || (ph->p_flags & PF_W)) continue;
-        uintptr_t start = (info->dlpi_addr + ph->p_vaddr + page - 1) & ~(page - 1);
-        uintptr_t end = (info->dlpi_addr + ph->p_vaddr + ph->p_filesz) & ~(page - 1);
-        if (vdso && vdso >= (info->dlpi_addr + ph->p_vaddr) && vdso < end + page) continue;
-        if (end <= start || (start < relro_end && relro_start < end)) continue;
-        if (madvise((void *)start, end - start, MADV_DONTNEED) == 0) *dropped += end - start;
-    }
-    return 0;
-}
-
-// Whether a debugger traces this process: its breakpoints are written into private copies of code
-// pages, which MADV_DONTNEED would throw away.
-static int traced(void) {
-    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    char buf[4096];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return 0;
-    buf[n] = 0;
-    const char *line = strstr(buf, "TracerPid:");
-    return line != NULL && strtol(line + strlen("TracerPid:"), NULL, 10) != 0;
-}
-
-size_t tsys_drop_readonly_pages(void) {
-    size_t dropped = 0;
-    if (traced()) return 0;
-    dl_iterate_phdr(drop_readonly, &dropped);
-    return dropped;
-}

@@ -158,14 +158,6 @@ void tsys_run_global_job(void *job);
 /// released, 0 if not.
 int tsys_malloc_trim(void);
 
-/// Drops this process's mappings of the pages of every read-only segment (PT_LOAD without PF_W: code
-/// and read-only data) of the program and its shared libraries (`MADV_DONTNEED`): they leave its
-/// resident set, stay in the page cache, and are mapped again on their next use (a minor fault). Never
-/// the writable segments (their pages may have been written: relocations, RELRO) nor an object with text
-/// relocations nor the vDSO, and nothing while a debugger traces the process (its breakpoints are
-/// private copies of code pages). Returns the bytes advised.
-size_t tsys_drop_readonly_pages(void);
-
 #ifdef __cplusplus
 }
 #endif
