@@ -74,10 +74,15 @@ struct DeadlineQueue {
             if index < entries.count {
                 entries[index] = last
                 if index > 0, last.precedes(entries[(index - 1) / 2]) { siftUp(index) } else { siftDown(index) }
-            } else if entries.isEmpty, entries.capacity > 4_096 {
-                // An emptied heap (its jobs cancelled) gives its memory back.
-                entries = []
-                positions = [:]
+            }
+            // A heap mostly emptied (its jobs cancelled) gives its memory back, copying what is left
+            // (at most an eighth of its room: 12,500 entries after a cancel of 100,000).
+            if entries.capacity > 4_096, entries.count < entries.capacity / 8 {
+                var kept: [Entry] = []
+                kept.reserveCapacity(entries.count)
+                kept.append(contentsOf: entries)
+                entries = kept
+                positions = Dictionary(uniqueKeysWithValues: positions.lazy.map { ($0.key, $0.value) })
             }
             return removed
         }
@@ -130,6 +135,9 @@ struct DeadlineQueue {
 
     /// Entries held for `clock` (one per job armed on it).
     func entryCount(_ clock: ClockKind) -> Int { heaps[clock.rawValue].entries.count }
+
+    /// Entries `clock`'s heap has room for.
+    func entryCapacity(_ clock: ClockKind) -> Int { heaps[clock.rawValue].entries.capacity }
 
     /// Arms `name` (job `jobID`) for `deadline`, replacing its earlier deadline if it had one.
     /// Returns the clock whose heap received it and the deadline there in nanoseconds.
