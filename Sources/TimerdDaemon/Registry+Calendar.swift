@@ -19,7 +19,8 @@ extension Registry {
     /// hands the engine those whose rules changed, e.g. after a tzdata update. Called on reload.
     func reloadZones() {
         var changed: [JobName: CivilSchedule] = [:]
-        for (name, job) in engine.jobs {
+        for job in engine.liveJobs {
+            let name = job.name
             guard let old = job.civil, let fresh = try? HostConfig.civilSchedule(for: job.spec), fresh != old else { continue }
             changed[name] = fresh
         }

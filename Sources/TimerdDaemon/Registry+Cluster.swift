@@ -167,5 +167,5 @@ extension Registry {
     }
 
     /// Shared jobs this node knows of.
-    func sharedJobCount() -> Int { engine.jobs.values.reduce(0) { $0 + ($1.shared ? 1 : 0) } }
+    func sharedJobCount() -> Int { engine.liveJobs.reduce(0) { $0 + ($1.shared ? 1 : 0) } }
 }

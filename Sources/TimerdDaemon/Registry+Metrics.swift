@@ -30,7 +30,7 @@ extension Registry {
             text += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
         }
         func number(_ value: Double) -> String { String(value) }
-        let names = engine.jobs.keys.sorted()
+        let names = engine.liveJobs.map(\.name).sorted()
 
         family("timerd_job_runs_total", "counter", "Runs that ended, by job and result.")
         for name in names {
@@ -51,7 +51,7 @@ extension Registry {
         }
         family("timerd_jobs", "gauge", "Jobs by state.")
         for state in [JobState.scheduled, .paused, .finished] {
-            text += "timerd_jobs{state=\"\(state.rawValue)\"} \(engine.jobs.values.filter { $0.state == state }.count)\n"
+            text += "timerd_jobs{state=\"\(state.rawValue)\"} \(engine.liveJobs.filter { $0.state == state }.count)\n"
         }
         family("timerd_runs_in_flight", "gauge", "Runs going now.")
         text += "timerd_runs_in_flight \(engine.runningTotal)\n"

@@ -8,7 +8,7 @@ extension Registry {
     func stats(requests: Int, version: String) -> DaemonStats {
         var jobCounts = DaemonStats.JobCounts()
         var pending = 0
-        for job in engine.jobs.values {
+        for job in engine.liveJobs {
             switch job.state {
             case .scheduled: jobCounts.scheduled += 1
             case .paused: jobCounts.paused += 1

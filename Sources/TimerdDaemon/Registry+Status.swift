@@ -8,12 +8,13 @@ extension Registry {
     func statusLine() -> String {
         var next: (name: JobName, at: WallTime)?
         let now = clock.now()
-        for (name, job) in engine.jobs where job.state == .scheduled {
+        for job in engine.liveJobs where job.state == .scheduled {
+            let name = job.name
             if job.shared, engine.clusterRole != .leader { continue }
             let at = job.nextMono.map { now.wall(of: $0) } ?? job.nextWall
             if let at, next == nil || at < next!.at || (at == next!.at && name < next!.name) { next = (name, at) }
         }
-        let count = engine.jobs.count
+        let count = engine.jobs.count - engine.cancelPendingCount
         let base = storageStatus() + clusterStatus() + "\(count) job\(count == 1 ? "" : "s"), \(engine.runningTotal) running"
         guard let next else { return base + ", nothing scheduled" }
         let seconds = next.at.nanosecondsSinceEpoch / 1_000_000_000

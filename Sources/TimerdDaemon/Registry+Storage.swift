@@ -44,8 +44,8 @@ extension Registry {
     /// Every durable job as `state.db` should hold it, and the config jobs' last fires.
     private func durableSnapshot() -> [StoreChange] {
         var changes: [StoreChange] = []
-        for name in engine.jobs.keys.sorted() {
-            let job = engine.job(name)!
+        for job in engine.liveJobs.sorted(by: { $0.name < $1.name }) {
+            let name = job.name
             if engine.isDurable(job) {
                 Self.storeChange(.job(engine.storedState(job))).map { changes.append($0) }
             } else if job.origin != .runtime, let last = job.lastScheduledWall {

@@ -43,6 +43,9 @@ actor Registry {
     /// Jobs named by a request whose change is being written; a request naming one of them waits.
     var namesBeingChanged: Set<JobName> = []
     var nameWaiters: [CheckedContinuation<Void, Never>] = []
+    /// Cancels answered whose jobs are still leaving the table (`finishCancel`), and who waits for them.
+    var cancelsFinishing = 0
+    var cancelWaiters: [CheckedContinuation<Void, Never>] = []
     /// While the store fails: the durable jobs as they were then, for a fresh `state.db` (see
     /// `Registry+Storage.swift`).
     nonisolated let storeSnapshot = Locked<[StoreChange]?>(nil)
@@ -140,17 +143,19 @@ actor Registry {
         }
         // A change of many jobs (a CANCEL) is checked and then takes effect in slices, the engine
         // answering `partlyApplied` after each: the queue goes to whatever waits on it (timers due
-        // meanwhile) before the next. Once it is on disk, the names of the jobs gone are given back
-        // after each slice (a request naming one then finds no such job), the rest after the last.
+        // meanwhile) before the next. Once it is on disk its jobs are gone for every request (none
+        // fires, is listed, shown or counted), so it is answered then, and its jobs leave the table
+        // behind the answer (`finishCancel`).
         var handled = handle(input)
-        var saved = false
         while true {
             if let answer = handled.answer {
                 guard case .success(.partlyApplied(let change)) = answer else { return try answer.get() }
-                if saved {
-                    let gone = min(released + Engine.cancelSlice, names.count)
-                    releaseNames(names[released..<gone])
-                    released = gone
+                if engine.isApplyingCancel(change) {
+                    let rest = names[released...]
+                    released = names.count
+                    cancelsFinishing += 1
+                    Task { await self.finishCancel(change, names: rest) }
+                    return .done
                 }
                 await Task.yield()
                 handled = handle(.continueChange(change))
@@ -162,8 +167,35 @@ actor Registry {
             case .failure(let error): handled = handle(.changeNotSaved(change, error))
             }
             guard handled.answer != nil else { preconditionFailure("the engine did not answer a saved change") }
-            saved = true
         }
+    }
+
+    /// The rest of a cancel answered already: its jobs leave the table a slice per step
+    /// (`Engine.cancelRemoveSlice`), and the names of those gone are given back after each (a request
+    /// naming one waits till then, and then finds no such job, or adds it anew), the rest after the last.
+    private func finishCancel(_ change: UInt64, names: ArraySlice<JobName>) async {
+        var released = names.startIndex
+        defer {
+            releaseNames(names[released...])
+            cancelsFinishing -= 1
+            if cancelsFinishing == 0 {
+                let waiters = cancelWaiters
+                cancelWaiters = []
+                for waiter in waiters { waiter.resume() }
+            }
+        }
+        while let removed = engine.cancelRemovedCount(change) {
+            let gone = min(names.startIndex + removed, names.endIndex)
+            releaseNames(names[released..<gone])
+            released = gone
+            await Task.yield()
+            guard case .success(.partlyApplied) = handle(.continueChange(change)).answer else { return }
+        }
+    }
+
+    /// Returns once the cancels answered already have removed all their jobs from the table (tests).
+    func cancelsFinished() async {
+        while cancelsFinishing > 0 { await withCheckedContinuation { cancelWaiters.append($0) } }
     }
 
     /// Names taken or given back per step of the queue.
@@ -279,7 +311,11 @@ actor Registry {
         let request = try Self.addJob(spec, origin: origin, connection: connection, owner: owner)
         // The owner process is watched from before the job exists, so its exit cannot be missed; the
         // request is checked before that watch is made (the engine checks every request again).
-        if case .process = spec.owner { try checkAdd(request) }
+        if case .process = spec.owner {
+            // A job of a cancel answered already keeps its name until its slice's turn (`finishCancel`).
+            while namesBeingChanged.contains(spec.name) { await withCheckedContinuation { nameWaiters.append($0) } }
+            try checkAdd(request)
+        }
         let watch = try watchOwner(of: spec, origin: origin)
         do {
             try await self.request(.add(request), naming: [spec.name])
@@ -351,7 +387,7 @@ actor Registry {
     }
 
     private func heldFires() -> [ModeInfo.Held] {
-        engine.jobs.keys.sorted().compactMap { name in
+        engine.liveJobs.map(\.name).sorted().compactMap { name in
             engine.job(name)!.heldSince.map { ModeInfo.Held(name: name.rawValue, since: RFC3339.format($0)) }
         }
     }
@@ -366,7 +402,7 @@ actor Registry {
 
     /// Whether a control connection owns `owner=connection` jobs (such a connection is never idle-closed).
     func ownsJobs(connection: Int) -> Bool {
-        !engine.jobs.owned(byConnection: connection).isEmpty
+        engine.jobs.owned(byConnection: connection).contains { engine.job($0).map { !engine.isCancelPending($0) } ?? false }
     }
 
     /// A control connection closed: cancel the jobs it owned (`owner=connection`), stop its watch.
@@ -377,7 +413,7 @@ actor Registry {
 
     /// Counts for the startup line and `STATUS=`.
     func counts() -> (jobs: Int, running: Int) {
-        (engine.jobs.count, engine.runningTotal)
+        (engine.jobs.count - engine.cancelPendingCount, engine.runningTotal)
     }
 }
 

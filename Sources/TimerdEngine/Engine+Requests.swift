@@ -17,7 +17,9 @@ extension Engine {
             throw TimerdError(.exists, "a job named \(spec.name) is being added; pick another name")
         }
         let maxJobs = settings.userMaxJobs
-        let owned = jobs.countByOwner[request.owner.uid, default: 0] + addsBeingSaved.byOwner[request.owner.uid, default: 0]
+        // Jobs of a cancel taking effect are gone already.
+        let owned = jobs.countByOwner[request.owner.uid, default: 0] - cancelPendingByOwner[request.owner.uid, default: 0]
+            + addsBeingSaved.byOwner[request.owner.uid, default: 0]
         if !request.owner.isAdmin, owned >= maxJobs {
             throw TimerdError(.tooManyJobs, "uid \(request.owner.uid) already has \(maxJobs) jobs (user_max_jobs); cancel some first")
         }
@@ -267,6 +269,8 @@ extension Engine {
     @discardableResult
     package mutating func remove(_ name: JobName, reason: String, logged: Bool = true) -> Bool {
         guard let job = jobs.removeValue(forKey: name) else { return false }
+        // Removed otherwise (its owner went) while its cancel takes effect: no longer counted as pending.
+        if isCancelPending(job) { notePendingGone(job) }
         // Read in the spec's box: `job.spec` copies the whole spec (three copies per job were a third
         // of a CANCEL of 100,000 jobs).
         let spec = job.specBox

@@ -243,9 +243,11 @@ package struct Engine: Sendable {
     /// `CANCEL`s of many jobs being checked, a slice per input (`Input.continueChange`).
     var cancelsChecking: [UInt64: CancelCheck] = [:]
     /// `CANCEL`s of many jobs being written: their jobs, a slice each, and their ids.
-    var cancelsSaving: [UInt64: (slices: [[EngineJob]], ids: Set<UInt64>)] = [:]
+    var cancelsSaving: [UInt64: (slices: [[EngineJob]], ids: Set<UInt64>, byOwner: [UInt32: Int])] = [:]
     /// `CANCEL`s of many jobs on disk and taking effect, a slice per input.
     var cancelsApplying: [UInt64: CancelInProgress] = [:]
+    /// Their jobs still in the table, by owner: gone already for `user_max_jobs` (and every count).
+    package internal(set) var cancelPendingByOwner: [UInt32: Int] = [:]
 
     /// Finished runtime jobs kept for `show`; beyond this the oldest finished ones are forgotten.
     package static let finishedRuntimeJobsKept = 1_000
@@ -277,7 +279,7 @@ package struct Engine: Sendable {
             if let change = awaitingSave.removeValue(forKey: number) {
                 addsBeingSaved.remove(change)
                 if let saving = cancelsSaving.removeValue(forKey: number) {
-                    answer = applyCancel(saving.slices, ids: saving.ids, change: number)
+                    answer = applyCancel(saving.slices, ids: saving.ids, byOwner: saving.byOwner, change: number)
                 } else {
                     answer = apply(change)
                 }

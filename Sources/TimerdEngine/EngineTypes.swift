@@ -319,6 +319,8 @@ struct CancelCheck: Sendable {
     /// The jobs checked so far, a slice each, their ids, and the records to write ahead for them.
     var slices: [[EngineJob]] = []
     var ids: Set<UInt64>
+    /// How many of them each user owns.
+    var byOwner: [UInt32: Int] = [:]
     var records: [Persist] = []
 }
 
@@ -332,6 +334,8 @@ struct CancelInProgress: Sendable {
     var ids: Set<UInt64>
     /// Jobs removed so far, for the one log line at the end.
     var removed: [JobName] = []
+    /// Jobs that left the table so far (removed, or gone otherwise meanwhile), in the order checked.
+    var handled = 0
 }
 
 struct PlannedChange: Sendable {

@@ -113,6 +113,30 @@ import Testing
         #expect(try again.listNames() == ["other"])
     }
 
+    /// A `CANCEL` of many jobs is answered once it is on disk, its jobs leaving the table behind the
+    /// answer: every request after the `OK` finds them gone (`LIST`, `SHOW`, `STATS`, the tag), and an
+    /// `ADD` of one of their names (the last to leave) waits for it to go, then adds a new job.
+    @Test func everyRequestAfterTheOKOfACancelOfManyJobsFindsThemGone() throws {
+        let daemon = try Daemon()
+        try Self.addMany(daemon)
+        #expect(try daemon.request("ADD other every=1h tag=keep command=true") == "OK")
+        let last = Self.name(Self.count - 1)
+        let client = try Client(path: daemon.socket)
+        try client.write("CANCEL tag=bulk\nSTATS\nLIST\nSHOW \(last)\nLIST tag=bulk\nCANCEL tag=bulk\nADD \(last) every=1h command=true\nLIST\n")
+        let cancelled = try client.readLine()
+        #expect(cancelled.hasPrefix("OK {"), "\(cancelled.prefix(200))")
+        let stats = try JSONSerialization.jsonObject(with: Data(try client.readLine().dropFirst(3).utf8)) as? [String: Any]
+        #expect(stats?["jobs"] as? [String: Int] == ["scheduled": 1, "paused": 0, "finished": 0])
+        #expect(try Self.jobs(try client.readLine()).compactMap { $0["name"] as? String } == ["other"])
+        #expect(try client.readLine().hasPrefix("ERR no-such-job "))
+        #expect(try client.readLine() == "OK []")
+        let again = try client.readLine()
+        #expect(again.hasPrefix("ERR ") || again == #"OK {"jobs":[]}"#, "\(again.prefix(200))")
+        #expect(try client.readLine() == "OK")
+        #expect(try Self.jobs(try client.readLine()).compactMap { $0["name"] as? String } == [last, "other"])
+        daemon.expectAlive()
+    }
+
     @Test func aCancelOfManyJobsThatCannotBeWrittenCancelsNone() throws {
         let directory = try makeTemporaryDirectory()
         defer { removeTemporaryDirectory(directory) }

@@ -168,7 +168,12 @@ import TimerdCore
 
         driver.effects = driver.engine.handle(.changeSaved(change), at: driver.clock.now())
         #expect(driver.reply == .success(.partlyApplied(change)))
-        #expect(driver.engine.jobs.count == count + 1 - Engine.cancelSlice)
+        #expect(driver.engine.isApplyingCancel(change))
+        #expect(driver.engine.jobs.count == count + 1 - Engine.cancelRemoveSlice)
+        #expect(driver.engine.cancelRemovedCount(change) == Engine.cancelRemoveSlice)
+        // Gone for every request already: not among the jobs there are, nor counted.
+        #expect(driver.engine.liveJobs.map(\.name.rawValue) == ["other"])
+        #expect(driver.engine.cancelPendingCount == count - Engine.cancelRemoveSlice)
         #expect(driver.records.isEmpty, "a delete written again behind")
         // Due meanwhile: a job of the cancel not removed yet does not fire; another job does.
         driver.reach(names.last!.rawValue, after: .seconds(10))
@@ -176,14 +181,47 @@ import TimerdCore
         driver.reach("other", after: .zero)
         #expect(driver.starts.map(\.job) == [T.name("other")])
 
-        driver.effects = driver.engine.handle(.continueChange(change), at: driver.clock.now())
-        #expect(driver.reply == .success(.partlyApplied(change)))
-        driver.effects = driver.engine.handle(.continueChange(change), at: driver.clock.now())
+        var steps = 1
+        repeat {
+            driver.effects = driver.engine.handle(.continueChange(change), at: driver.clock.now())
+            steps += 1
+        } while driver.reply == .success(.partlyApplied(change))
+        #expect(steps == (count + Engine.cancelRemoveSlice - 1) / Engine.cancelRemoveSlice)
         #expect(driver.reply == .success(.done))
         #expect(driver.engine.jobs.keys.map(\.rawValue) == ["other"])
+        #expect(driver.engine.cancelPendingCount == 0 && driver.engine.cancelRemovedCount(change) == nil)
         #expect(driver.records.isEmpty)
         let logs = driver.effects.compactMap { if case .log(_, nil, _, let line) = $0 { line } else { nil } }
         #expect(logs == [Engine.cancelledSummary(names)])
+    }
+
+    /// Once a cancel of many jobs is on disk its jobs are gone for every request, though they leave the
+    /// table a slice per input: they no longer count against their owner's `user_max_jobs`. (Their names
+    /// the daemon holds until their slice's turn: a request naming one waits, then finds it gone.)
+    @Test func aCancelOnDiskFreesItsOwnersLimitAtOnce() {
+        let alice = Requester(uid: 1000, isAdmin: false, label: "uid 1000")
+        let count = Engine.cancelSlice + 1
+        var driver = Driver(settings: EngineSettings(userMaxJobs: count))
+        let names = (0..<count).map { T.name("j\($0)") }
+        for name in names { #expect(driver.add(name.rawValue, ["every": "10s"], owner: alice) == .success(.done)) }
+        #expect(driver.add("more", ["every": "10s"], owner: alice)?.code == .tooManyJobs)
+        driver.effects = driver.engine.handle(.cancel(names, by: alice, checkOnly: false), at: driver.clock.now())
+        guard case .success(.partlyApplied(let change))? = driver.reply else {
+            Issue.record("not checked in part: \(String(describing: driver.reply))")
+            return
+        }
+        driver.effects = driver.engine.handle(.continueChange(change), at: driver.clock.now())
+        driver.effects = driver.engine.handle(.changeSaved(change), at: driver.clock.now())
+        #expect(driver.reply == .success(.partlyApplied(change)))
+        #expect(driver.engine.jobs.count == count - Engine.cancelRemoveSlice)
+        // The owner's limit counts none of them.
+        #expect(driver.add("more", ["every": "10s"], owner: alice) == .success(.done))
+        #expect(driver.engine.liveJobs.map(\.name.rawValue) == ["more"])
+        while driver.engine.cancelRemovedCount(change) != nil {
+            driver.effects = driver.engine.handle(.continueChange(change), at: driver.clock.now())
+        }
+        #expect(driver.engine.jobs.keys.map(\.rawValue) == ["more"])
+        #expect(driver.engine.jobs.countByOwner[1000] == 1 && driver.engine.cancelPendingCount == 0)
     }
 
     /// A refusal in any slice of the check refuses the whole cancel: nothing written, every job still
