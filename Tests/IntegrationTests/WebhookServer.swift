@@ -178,9 +178,12 @@ final class WebhookServer: @unchecked Sendable {
         }
     }
 
+    /// Signals by pid, not through the pidfd: the child is not reaped until it has ended, so its pid
+    /// cannot name another process, and a pidfd closed by mistake elsewhere in the test process once
+    /// left the server running and this waiting for it forever (the rest of the run starved behind it).
     private static func terminate(_ child: ChildProcess) {
         if !hasEnded(child) {
-            _ = try? child.signal(.term)
+            _ = try? ProcessControl.signalProcess(child.pid, .term)
             let deadline = Date().addingTimeInterval(5)
             var ended = false
             while !ended && Date() < deadline {
@@ -188,7 +191,7 @@ final class WebhookServer: @unchecked Sendable {
                 ended = hasEnded(child)
             }
             if !ended {
-                _ = try? child.signal(.kill)
+                _ = try? ProcessControl.signalProcess(child.pid, .kill)
                 _ = try? child.waitExit(blocking: true)
             }
         }
