@@ -68,13 +68,11 @@ extension ControlHandler {
         guard cluster == nil else { return nil }
         switch command {
         case .add(let name, let options, let argv):
-            let spec = try JobSpec(name: name, options: options.map { KeyValue($0.key, $0.value) }, argv: argv)
-            try mayAdd(spec, client: client)
+            let spec = try addSpec(name, options, argv, client: client)
             if case .process = spec.owner { return nil }
             return .add(spec)
         case .exec(let options, let argv):
-            let spec = try ExecRequest.spec(name: try JobName("exec"), options: options.map { KeyValue($0.key, $0.value) }, argv: argv)
-            try mayAdd(spec, client: client)
+            let spec = try execSpec(options, argv, client: client)
             if case .process = spec.owner { return nil }
             return .exec(spec)
         case .cancel(.names(let names)):

@@ -117,15 +117,13 @@ struct ControlHandler: Sendable {
         case .help:
             return .ok(Payload.encode(ControlCommand.usage.map { $0.1 }))
         case .add(let name, let options, let argv):
-            let spec = try JobSpec(name: name, options: options.map { KeyValue($0.key, $0.value) }, argv: argv)
-            try mayAdd(spec, client: client)
+            let spec = try addSpec(name, options, argv, client: client)
             if try await addShared(spec, client: client) { return .ok(nil) }
             try await registry.add(spec, origin: .runtime, connection: connection, owner: client)
             return .ok(nil)
         case .exec(let options, let argv):
             // Validate first, so a rejected EXEC does not use up a generated name.
-            var spec = try ExecRequest.spec(name: try JobName("exec"), options: options.map { KeyValue($0.key, $0.value) }, argv: argv)
-            try mayAdd(spec, client: client)
+            var spec = try execSpec(options, argv, client: client)
             spec.name = await registry.generateName()
             if cluster != nil, await registry.sharesJob(spec, origin: .runtime) {
                 // Another node may have handed out the same generated name: take the next one.
@@ -261,9 +259,24 @@ struct ControlHandler: Sendable {
         throw TimerdError(.permissionDenied, "only root may use \(what)")
     }
 
+    /// The job an `ADD` describes, checked, and allowed for `client`.
+    func addSpec(_ name: JobName, _ options: [Option], _ argv: [String]?, client: Client) throws(TimerdError) -> JobSpec {
+        let spec = try JobSpec(name: name, options: options.map { KeyValue($0.key, $0.value) }, argv: argv)
+        try mayAdd(spec, client: client)
+        return spec
+    }
+
+    /// The job an `EXEC` describes (named `exec` until it is given its name), checked and allowed for
+    /// `client` first, so a rejected `EXEC` does not use up a generated name.
+    func execSpec(_ options: [Option], _ argv: [String]?, client: Client) throws(TimerdError) -> JobSpec {
+        let spec = try ExecRequest.spec(name: try JobName("exec"), options: options.map { KeyValue($0.key, $0.value) }, argv: argv)
+        try mayAdd(spec, client: client)
+        return spec
+    }
+
     /// Whether `client` may add `spec` (`docs/security.md`): root may add anything; other users must be
     /// allowed by `allow_users`/`allow_groups` when either is set, and their jobs run as themselves.
-    func mayAdd(_ spec: JobSpec, client: Client) throws(TimerdError) {
+    private func mayAdd(_ spec: JobSpec, client: Client) throws(TimerdError) {
         let denied = { (message: String) -> TimerdError in
             self.log(client, "refused to add \(spec.name): \(message)")
             return TimerdError(.permissionDenied, message)

@@ -134,10 +134,7 @@ actor Registry {
         var released = 0
         defer { releaseNames(names[released...]) }
         if names.count <= Self.namesSlice {
-            while names.contains(where: namesBeingChanged.contains) {
-                await withCheckedContinuation { nameWaiters.append($0) }
-            }
-            namesBeingChanged.formUnion(names)
+            await takeNames(names)
         } else {
             await takeNamesInSlices(names)
         }
@@ -201,6 +198,14 @@ actor Registry {
     /// Names taken or given back per step of the queue.
     static let namesSlice = 2_000
 
+    /// Takes `names` at once, waiting until none is taken by another request.
+    private func takeNames(_ names: [JobName]) async {
+        while names.contains(where: namesBeingChanged.contains) {
+            await withCheckedContinuation { nameWaiters.append($0) }
+        }
+        namesBeingChanged.formUnion(names)
+    }
+
     /// Takes `names` a slice per step, in sorted order, waiting where one is taken by another request.
     /// Two requests taking names this way cannot wait for each other in a circle: each takes them in the
     /// same order, and a request taking its names at once takes none until all are free.
@@ -242,10 +247,7 @@ actor Registry {
     /// be a change in slices (a `CANCEL` of more than `Engine.cancelSlice` jobs): those go to `request`.
     func requests(_ batch: [NamedRequest]) async -> [Result<Answer, TimerdError>] {
         let names = Array(Set(batch.lazy.flatMap(\.names)))
-        while names.contains(where: namesBeingChanged.contains) {
-            await withCheckedContinuation { nameWaiters.append($0) }
-        }
-        namesBeingChanged.formUnion(names)
+        await takeNames(names)
         defer { releaseNames(ArraySlice(names)) }
         var answers: [Result<Answer, TimerdError>] = []
         answers.reserveCapacity(batch.count)

@@ -119,6 +119,23 @@ import TimerdStore
         #expect(await registry.engine.job(a)?.state == .paused)
         setFault(false)
     }
+    /// A job due while the registry plans and applies a batch fires then, not after the whole batch
+    /// (with many connections a timer's handler waits behind a turn per connection): `deliverDue`.
+    @Test func aJobDueDuringABatchFiresWithinIt() async throws {
+        defer { removeAll() }
+        try await registry.add(spec("due", ["every": "1h", "command": "true"]), origin: .runtime)
+        // Past its deadline; the test clock's Dispatch timers never go off by themselves.
+        clock.advance(by: .seconds(3_601))
+        let batch = try (0..<40).map { index -> NamedRequest in
+            let job = try spec("b\(index)", ["every": "1h", "command": "true"])
+            return NamedRequest(.add(try Registry.addJob(job, origin: .runtime, owner: .daemon)), naming: [job.name])
+        }
+        #expect(launcher.count == 0)
+        let answers = await registry.requests(batch)
+        #expect(answers.allSatisfy { (try? $0.get()) == .done })
+        #expect(launcher.count == 1)
+    }
+
     /// More jobs than a slice: a write that fails cancels none of them; one that succeeds cancels all,
     /// from memory and from the store, and leaves the others; a refusal of any one refuses the whole.
     @Test func aCancelOfManyJobsIsAllOrNothing() async throws {
