@@ -56,12 +56,12 @@ extension Registry {
             at: RFC3339.format(clock.wallNow), event: event, job: name.rawValue, run: run,
             scheduled_at: scheduledAt.map(RFC3339.format), result: result, exit_code: exitCode, http_status: httpStatus, reason: reason,
             lateness_ms: latenessNs.map { Double($0) / 1_000_000 })
-        let line = Payload.encode(event)
+        let line = event.json
         event.reason = nil
         var redacted: String?
         for watcher in interested {
             if let ownerUID, reason != nil, !watcher.viewer.owns(ownerUID) {
-                if redacted == nil { redacted = Payload.encode(event) }
+                if redacted == nil { redacted = event.json }
                 watcher.deliver(redacted!)
             } else {
                 watcher.deliver(line)
@@ -75,7 +75,7 @@ extension Registry {
     func emitDaemonEvent(_ event: String, reason: String) {
         let interested = watchers.values.filter { if case .all = $0.filter { return true } else { return false } }
         guard !interested.isEmpty else { return }
-        let line = Payload.encode(WatchEvent(at: RFC3339.format(clock.wallNow), event: event, reason: reason))
+        let line = WatchEvent(at: RFC3339.format(clock.wallNow), event: event, reason: reason).json
         for watcher in interested { watcher.deliver(line) }
     }
 }

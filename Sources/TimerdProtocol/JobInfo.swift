@@ -403,6 +403,23 @@ public struct WatchEvent: Codable, Equatable, Sendable {
         self.reason = reason
         self.lateness_ms = lateness_ms
     }
+
+    /// What `Payload.encode(self)` writes, written directly: the daemon sends several events per run to
+    /// each watcher, and the encoder was most of a `WATCH`'s cost.
+    public var json: String {
+        var writer = JSONObjectWriter()
+        writer.string("at", at)
+        writer.string("event", event)
+        writer.integer("exit_code", exit_code)
+        writer.integer("http_status", http_status)
+        writer.string("job", job)
+        writer.number("lateness_ms", lateness_ms)
+        writer.string("reason", reason)
+        writer.string("result", result)
+        writer.integer("run", run)
+        writer.string("scheduled_at", scheduled_at)
+        return writer.finish()
+    }
 }
 
 /// The JSON codec of timerd: reply payloads (one line, UTF-8), the values the cluster keeps in etcd, and
@@ -452,6 +469,12 @@ public struct JSONObjectWriter {
         guard let value else { return }
         self.key(key)
         json.integer(value)
+    }
+
+    public mutating func number(_ key: String, _ value: Double?) {
+        guard let value else { return }
+        self.key(key)
+        json.number(value)
     }
 
     /// Closes the object and returns its text.

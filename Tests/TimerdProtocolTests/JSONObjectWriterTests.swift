@@ -35,3 +35,21 @@ import TimerdProtocol
         }
     }
 }
+
+/// `WatchEvent.json` is what the encoder writes for every field set or absent, lateness as a double.
+@Suite struct WatchEventJSONTests {
+    @Test(arguments: [0.0, 0.001, 1.5, 12.345678, 1e-7, 123_456_789.5, -0.25])
+    func everyFieldAsTheEncoderWritesIt(lateness: Double) {
+        let events = [
+            WatchEvent(at: "2026-12-01T23:14:07.012758Z", event: "fired", job: "b498", scheduled_at: "2026-12-01T23:14:07Z",
+                       lateness_ms: lateness),
+            WatchEvent(at: "t", event: "finished", job: "j/\"x\"", run: 12, result: "failed", exit_code: 3, http_status: 503,
+                       reason: "exited with status 3\nand a \u{01} control"),
+            WatchEvent(at: "t", event: "clock", reason: "set back; now 2026-12-01T00:00:00Z"),
+            WatchEvent(at: "t", event: "started", job: "日本語", run: 1),
+        ]
+        for event in events {
+            #expect(event.json == Payload.encode(event))
+        }
+    }
+}
