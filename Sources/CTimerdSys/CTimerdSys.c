@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
@@ -76,38 +77,37 @@ int tsys_pipe_cloexec(int fds[2], int nonblocking_read) {
 // Spawning, with an optional change of identity between clone and execve.
 //
 // posix_spawn cannot change credentials, so this does what glibc's posix_spawn does itself: the
-// child is made with clone(CLONE_VM | CLONE_VFORK) on a stack of its own. CLONE_VM shares this
-// process's memory (no page tables to copy, so it costs the same as posix_spawn whatever the size
-// of the daemon); CLONE_VFORK suspends the calling thread until the child has called execve or
-// _exit, which is what lets the child report a failure through `struct spawn_args` below.
+// child is made with clone(CLONE_VM) on a stack of its own. CLONE_VM shares this process's memory
+// (no page tables to copy, so it costs the same as posix_spawn whatever the size of the daemon).
+//
+// Unlike posix_spawn (CLONE_VFORK), the calling thread does not wait for the child to call execve:
+// tsys_spawn_start returns as soon as the child exists. Waiting would hold the caller for the child's
+// whole set-up and the start of execve, which on a busy machine includes waiting for a CPU, and for
+// as long as the child blocks (a chdir or execve on a hung network file system blocks forever), so
+// the daemon could not start runs from the thread that decides them. Instead, everything the child
+// reads is copied into one block of its own (`struct spawn_block`: the child's stack, the strings,
+// the argument and environment arrays, the identity), which the parent frees only once the child has
+// left the shared memory. The kernel says when: with CLONE_CHILD_CLEARTID it writes 0 to
+// `block->tid` and wakes any futex waiter there when the child's use of this address space ends, at
+// its execve or its exit. A child that fails before execve writes the stage and the errno into its
+// block first, then exits with status 127; the parent reads them once `tid` is 0 (tsys_spawn_finish).
 //
 // Why clone with a separate stack rather than vfork(): a vfork child runs on the caller's stack,
 // in the caller's frame, and C gives no guarantee about what the compiler spills there after
 // vfork() returns a second time; anything the child writes can corrupt the frame the parent
-// returns into. With clone the child is an ordinary function on a stack of its own and only
-// `struct spawn_args` is shared, explicitly. That stack is a 32 KiB array in tsys_spawn's frame (as
-// in musl's posix_spawn): nothing else uses it while the calling thread is suspended, the parent
-// never reads it, and it costs nothing. (It was a mapping of its own, an mmap and a munmap per
-// spawn; in a process with several threads each munmap also interrupts every CPU running one of
-// them to flush its TLB.) Measured use of it on x86_64: 704 bytes, and 3.6 KiB on a process's first
-// spawn, when the dynamic linker binds the functions the child calls.
+// returns into. With clone the child is an ordinary function on a stack of its own.
 //
-// Rules for the child, which shares memory (and the calling thread's TLS, errno included) with a
-// suspended parent thread while the parent's other threads keep running:
-// - only async-signal-safe calls; no malloc, no locks, no stdio;
-// - no glibc wrapper that acts on the whole process: setgroups/setresgid/setresuid in glibc signal
-//   every thread of the process (the setxid broadcast) so that all of them change identity, and
-//   from here they would signal the parent's threads; the child uses the raw system calls, which
-//   change the child alone;
-// - open and close by raw system call too: their glibc wrappers are cancellation points that look at
-//   the parent thread's cancellation state;
+// Rules for the child, which shares memory and the calling thread's TLS with the parent's threads,
+// the calling one included, all of them running:
+// - only raw system calls (`raw_syscall`, inline assembly), never glibc's syscall() or its
+//   wrappers: they set errno, which is the calling thread's (shared TLS) and in use by it; some are
+//   cancellation points that look at the calling thread's state; glibc's setgroups/setresgid/
+//   setresuid signal every thread of the process (the setxid broadcast); and a sanitizer's
+//   interceptors keep per-thread state the child would share (TSan aborts: "CHECK failed: !thr->slot");
+// - no malloc, no locks, no stdio, and no memory but its own block and read-only data;
 // - signals stay blocked until every disposition is back to SIG_DFL, so no handler of the parent's
 //   can run on the child's side of the shared memory;
-// - no libc function that a sanitizer intercepts (sigaction, dup2, execve, memset, ...): ThreadSanitizer's
-//   and AddressSanitizer's interceptors keep per-thread state, which the child would share with the
-//   suspended parent thread (TSan aborts: "CHECK failed: !thr->slot"). So every call is a raw system
-//   call through syscall(), which no sanitizer intercepts, and the child's functions are built without
-//   sanitizer instrumentation (CHILD_CODE).
+// - the child's functions are built without sanitizer instrumentation (CHILD_CODE).
 
 // glibc's own name for clone(), the same function. ThreadSanitizer intercepts `clone` as if it were
 // fork (it resets its state in the child, which here shares the parent's memory) and not `__clone`.
@@ -118,6 +118,42 @@ extern int __clone(int (*fn)(void *), void *stack, int flags, void *arg, ...);
 #else
 #define CHILD_CODE __attribute__((no_sanitize_thread, no_sanitize_address))
 #endif
+
+// A system call without errno: returns the result, or -errno (-4095 ... -1) on failure.
+#if defined(__x86_64__)
+CHILD_CODE static inline long raw_syscall(long n, long a1, long a2, long a3, long a4, long a5, long a6) {
+    register long r10 __asm__("r10") = a4;
+    register long r8 __asm__("r8") = a5;
+    register long r9 __asm__("r9") = a6;
+    long ret;
+    __asm__ volatile("syscall"
+                     : "=a"(ret)
+                     : "a"(n), "D"(a1), "S"(a2), "d"(a3), "r"(r10), "r"(r8), "r"(r9)
+                     : "rcx", "r11", "memory");
+    return ret;
+}
+#elif defined(__aarch64__)
+CHILD_CODE static inline long raw_syscall(long n, long a1, long a2, long a3, long a4, long a5, long a6) {
+    register long x8 __asm__("x8") = n;
+    register long x0 __asm__("x0") = a1;
+    register long x1 __asm__("x1") = a2;
+    register long x2 __asm__("x2") = a3;
+    register long x3 __asm__("x3") = a4;
+    register long x4 __asm__("x4") = a5;
+    register long x5 __asm__("x5") = a6;
+    __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5) : "memory");
+    return x0;
+}
+#else
+#error "raw_syscall: add this architecture's system call sequence"
+#endif
+
+#define RAW0(n) raw_syscall((n), 0, 0, 0, 0, 0, 0)
+#define RAW1(n, a) raw_syscall((n), (long)(a), 0, 0, 0, 0, 0)
+#define RAW2(n, a, b) raw_syscall((n), (long)(a), (long)(b), 0, 0, 0, 0)
+#define RAW3(n, a, b, c) raw_syscall((n), (long)(a), (long)(b), (long)(c), 0, 0, 0)
+#define RAW4(n, a, b, c, d) raw_syscall((n), (long)(a), (long)(b), (long)(c), (long)(d), 0, 0)
+#define RAW_FAILED(r) ((unsigned long)(r) > -4096UL)
 
 // The kernel's struct sigaction for rt_sigaction (not glibc's, whose mask is 128 bytes): handler,
 // flags, restorer, and a mask of _NSIG bits. x86_64 and aarch64 both have sa_restorer.
@@ -148,165 +184,231 @@ struct kernel_sigaction {
 #define TSYS_SYS_getresuid SYS_getresuid
 #endif
 
-// The child's stack, in tsys_spawn's frame (see above): nine times the most it was measured to use.
-#define SPAWN_STACK_SIZE (32 * 1024)
+// The child's stack: measured use on x86_64 with raw system calls is under 1 KiB. Only the pages it
+// touches become resident.
+#define SPAWN_STACK_SIZE (16 * 1024)
 
-struct spawn_args {
-    const char *path;
-    char *const *argv;
-    char *const *envp;
-    const char *cwd;
-    int out;               // the output descriptor, always >= 3
-    unsigned fd_limit;     // close every descriptor below this when close_range is missing
-    const struct tsys_credentials *credentials;
-    // Written by the child only if it fails, read by the parent once clone has returned (the
-    // parent is suspended until then). `stage` 0 means the child reached execve successfully.
+// Everything the child reads or writes, in one allocation the parent frees once `tid` is 0.
+struct spawn_block {
+    // Set to 1 by the parent before clone; the kernel writes 0 (CLONE_CHILD_CLEARTID) when the child
+    // has left this address space (execve or exit) and wakes futex waiters.
+    volatile int tid;
+    // Written by the child only if it fails, before it exits; read by the parent once `tid` is 0.
+    // `stage` 0 means the child reached execve successfully.
     volatile int stage;
     volatile int err;
+    pid_t pid;
+    const char *path;
+    char **argv;
+    char **envp;
+    const char *cwd;
+    int out;               // the output descriptor, always >= 3, the block's own duplicate
+    unsigned fd_limit;     // close every descriptor below this when close_range is missing
+    int has_credentials;
+    uid_t uid;
+    gid_t gid;
+    gid_t *groups;
+    size_t group_count;
+    _Alignas(64) char stack[SPAWN_STACK_SIZE];
+    // Then: the argv and envp pointer arrays, the groups, the strings.
 };
 
-CHILD_CODE __attribute__((noreturn)) static void child_fail(struct spawn_args *args, int stage, int err) {
-    args->err = err;
+CHILD_CODE __attribute__((noreturn)) static void child_fail(struct spawn_block *args, int stage, long ret) {
+    args->err = (int)-ret;
     args->stage = stage;
-    for (;;) syscall(SYS_exit_group, 127);
+    for (;;) RAW1(SYS_exit_group, 127);
 }
 
 // stdin from /dev/null, stdout and stderr on the output descriptor, nothing else open.
-CHILD_CODE static void child_descriptors(struct spawn_args *args) {
-    int in = (int)syscall(SYS_openat, AT_FDCWD, "/dev/null", O_RDONLY);
-    if (in < 0) child_fail(args, TSYS_SPAWN_STAGE_SETUP, errno);
-    // `in` stays open where it is: dup2 below replaces it if it is 1 or 2, close_range closes it
-    // if it is 3 or more. None of the three standard descriptors is close-on-exec after dup2.
+CHILD_CODE static void child_descriptors(struct spawn_block *args) {
+    long in = RAW4(SYS_openat, AT_FDCWD, "/dev/null", O_RDONLY, 0);
+    if (RAW_FAILED(in)) child_fail(args, TSYS_SPAWN_STAGE_SETUP, in);
+    // `in` stays open where it is: dup3 below replaces it if it is 1 or 2, close_range closes it
+    // if it is 3 or more. None of the three standard descriptors is close-on-exec after dup3.
     // dup3 (dup2 does not exist on aarch64) refuses equal descriptors; `in` is not 0 here, `out` is >= 3.
-    if (in != 0 && syscall(SYS_dup3, in, 0, 0) < 0) child_fail(args, TSYS_SPAWN_STAGE_SETUP, errno);
-    if (syscall(SYS_dup3, args->out, 1, 0) < 0 || syscall(SYS_dup3, args->out, 2, 0) < 0) {
-        child_fail(args, TSYS_SPAWN_STAGE_SETUP, errno);
-    }
-    if (syscall(SYS_close_range, 3u, ~0u, 0u) == 0) return;
-    if (errno != ENOSYS) child_fail(args, TSYS_SPAWN_STAGE_SETUP, errno);
+    long r;
+    if (in != 0 && RAW_FAILED(r = RAW3(SYS_dup3, in, 0, 0))) child_fail(args, TSYS_SPAWN_STAGE_SETUP, r);
+    if (RAW_FAILED(r = RAW3(SYS_dup3, args->out, 1, 0))) child_fail(args, TSYS_SPAWN_STAGE_SETUP, r);
+    if (RAW_FAILED(r = RAW3(SYS_dup3, args->out, 2, 0))) child_fail(args, TSYS_SPAWN_STAGE_SETUP, r);
+    r = RAW3(SYS_close_range, 3u, ~0u, 0u);
+    if (r == 0) return;
+    if (r != -ENOSYS) child_fail(args, TSYS_SPAWN_STAGE_SETUP, r);
     // Kernels before 5.9: one close per possible descriptor (EBADF for most of them).
     for (unsigned fd = 3; fd < args->fd_limit; fd++) {
-        syscall(SYS_close, fd);
+        RAW1(SYS_close, fd);
     }
 }
 
 // setgroups, setresgid, setresuid, then checks that the change is complete and cannot be undone.
-CHILD_CODE static void child_credentials(struct spawn_args *args, const struct tsys_credentials *c) {
+CHILD_CODE static void child_credentials(struct spawn_block *args) {
     const int stage = TSYS_SPAWN_STAGE_CREDENTIALS;
+    long r;
     // Groups and gids first: once the uid is not 0 they can no longer be changed.
-    if (syscall(TSYS_SYS_setgroups, (long)c->group_count, c->groups) != 0) child_fail(args, stage, errno);
-    if (syscall(TSYS_SYS_setresgid, c->gid, c->gid, c->gid) != 0) child_fail(args, stage, errno);
-    if (syscall(TSYS_SYS_setresuid, c->uid, c->uid, c->uid) != 0) child_fail(args, stage, errno);
+    if (RAW_FAILED(r = RAW2(TSYS_SYS_setgroups, args->group_count, args->groups))) child_fail(args, stage, r);
+    if (RAW_FAILED(r = RAW3(TSYS_SYS_setresgid, args->gid, args->gid, args->gid))) child_fail(args, stage, r);
+    if (RAW_FAILED(r = RAW3(TSYS_SYS_setresuid, args->uid, args->uid, args->uid))) child_fail(args, stage, r);
 
     // Trust, but verify: real, effective and saved ids must all be the target (a uid or gid of -1
     // would have been "leave unchanged" to the calls above).
     uid_t ruid, euid, suid;
     gid_t rgid, egid, sgid;
-    if (syscall(TSYS_SYS_getresuid, &ruid, &euid, &suid) != 0 ||
-        syscall(TSYS_SYS_getresgid, &rgid, &egid, &sgid) != 0) {
-        child_fail(args, stage, errno);
-    }
-    if (ruid != c->uid || euid != c->uid || suid != c->uid ||
-        rgid != c->gid || egid != c->gid || sgid != c->gid) {
-        child_fail(args, stage, EPERM);
+    if (RAW_FAILED(r = RAW3(TSYS_SYS_getresuid, &ruid, &euid, &suid))) child_fail(args, stage, r);
+    if (RAW_FAILED(r = RAW3(TSYS_SYS_getresgid, &rgid, &egid, &sgid))) child_fail(args, stage, r);
+    if (ruid != args->uid || euid != args->uid || suid != args->uid ||
+        rgid != args->gid || egid != args->gid || sgid != args->gid) {
+        child_fail(args, stage, -EPERM);
     }
     // Without root's uid, root must be out of reach. This fails unless the child kept CAP_SETUID:
     // a daemon running as root with SECBIT_NO_SETUID_FIXUP, or as another user with CAP_SETUID
     // (which execve could pass on as an ambient capability). If it succeeds, the child is root
     // again and exits at once.
-    if (c->uid != 0 && syscall(TSYS_SYS_setresuid, 0, 0, 0) == 0) child_fail(args, stage, EPERM);
+    if (args->uid != 0 && RAW3(TSYS_SYS_setresuid, 0, 0, 0) == 0) child_fail(args, stage, -EPERM);
 }
 
 CHILD_CODE static int spawn_child(void *arg) {
-    struct spawn_args *args = arg;
+    struct spawn_block *args = arg;
+    long r;
 
-    // The order is the contract of tsys_spawn: session, descriptors, identity, working directory
+    // The order is the contract of tsys_spawn_start: session, descriptors, identity, working directory
     // (with the new identity's rights), signals, exec. Signals are all blocked until the end.
-    if (syscall(SYS_setsid) < 0) child_fail(args, TSYS_SPAWN_STAGE_SETUP, errno);
+    if (RAW_FAILED(r = RAW0(SYS_setsid))) child_fail(args, TSYS_SPAWN_STAGE_SETUP, r);
     child_descriptors(args);
-    if (args->credentials != NULL) child_credentials(args, args->credentials);
-    if (args->cwd != NULL && syscall(SYS_chdir, args->cwd) != 0) child_fail(args, TSYS_SPAWN_STAGE_CHDIR, errno);
+    if (args->has_credentials) child_credentials(args);
+    if (args->cwd != NULL && RAW_FAILED(r = RAW1(SYS_chdir, args->cwd))) child_fail(args, TSYS_SPAWN_STAGE_CHDIR, r);
 
     // The daemon ignores SIGPIPE, SIGTERM, ... and has handlers; none of it may reach the program.
-    // The kernel refuses SIGKILL and SIGSTOP with EINVAL; every other signal goes back to SIG_DFL
-    // (glibc's internal 32 and 33 too: execve would reset a handler of theirs anyway).
+    // (Without CLONE_SIGHAND the child has its own copy of the dispositions.) The kernel refuses
+    // SIGKILL and SIGSTOP with EINVAL; every other signal goes back to SIG_DFL (glibc's internal 32
+    // and 33 too: execve would reset a handler of theirs anyway).
     struct kernel_sigaction dfl;
     dfl.handler = SIG_DFL;
     dfl.flags = 0;
     dfl.restorer = NULL;
     dfl.mask = 0;
     for (int sig = 1; sig <= 64; sig++) {
-        if (syscall(SYS_rt_sigaction, sig, &dfl, NULL, sizeof dfl.mask) != 0 && errno != EINVAL) {
-            child_fail(args, TSYS_SPAWN_STAGE_SETUP, errno);
-        }
+        r = RAW4(SYS_rt_sigaction, sig, &dfl, NULL, sizeof dfl.mask);
+        if (RAW_FAILED(r) && r != -EINVAL) child_fail(args, TSYS_SPAWN_STAGE_SETUP, r);
     }
     unsigned long empty = 0;
-    if (syscall(SYS_rt_sigprocmask, SIG_SETMASK, &empty, NULL, sizeof empty) != 0) {
-        child_fail(args, TSYS_SPAWN_STAGE_SETUP, errno);
+    if (RAW_FAILED(r = RAW4(SYS_rt_sigprocmask, SIG_SETMASK, &empty, NULL, sizeof empty))) {
+        child_fail(args, TSYS_SPAWN_STAGE_SETUP, r);
     }
 
-    syscall(SYS_execve, args->path, args->argv, args->envp);
-    child_fail(args, TSYS_SPAWN_STAGE_EXEC, errno);
+    r = RAW3(SYS_execve, args->path, args->argv, args->envp);
+    child_fail(args, TSYS_SPAWN_STAGE_EXEC, r);
 }
 
-int tsys_spawn(pid_t *pid, int *stage, const char *path, char *const argv[], char *const envp[],
-               const char *cwd, int output_fd, const struct tsys_credentials *credentials) {
-    *stage = TSYS_SPAWN_STAGE_SETUP;
-    if (credentials != NULL && credentials->group_count > INT_MAX) {
-        *stage = TSYS_SPAWN_STAGE_CREDENTIALS;
-        return EINVAL;
+// Copies `text` (with its NUL) to `*cursor` and advances it; returns the copy.
+static char *copy_string(char **cursor, const char *text) {
+    size_t length = strlen(text) + 1;
+    char *copy = *cursor;
+    memcpy(copy, text, length);
+    *cursor += length;
+    return copy;
+}
+
+static size_t count_strings(char *const list[], size_t *bytes) {
+    size_t count = 0;
+    for (; list[count] != NULL; count++) *bytes += strlen(list[count]) + 1;
+    return count;
+}
+
+static void free_block(struct spawn_block *block) {
+    close(block->out);
+    free(block);
+}
+
+int tsys_spawn_start(pid_t *pid, struct tsys_spawn_pending **pending, const char *path, char *const argv[],
+                     char *const envp[], const char *cwd, int output_fd, const struct tsys_credentials *credentials) {
+    if (credentials != NULL && credentials->group_count > INT_MAX) return EINVAL;
+
+    size_t strings = strlen(path) + 1 + (cwd != NULL ? strlen(cwd) + 1 : 0);
+    size_t argc = count_strings(argv, &strings), envc = count_strings(envp, &strings);
+    size_t groups = credentials != NULL ? credentials->group_count : 0;
+    size_t size = sizeof(struct spawn_block) + (argc + 1 + envc + 1) * sizeof(char *) + groups * sizeof(gid_t) + strings;
+    struct spawn_block *block = aligned_alloc(64, (size + 63) & ~(size_t)63);
+    if (block == NULL) return ENOMEM;
+
+    // The child's own duplicate of the output descriptor, never 0, 1 or 2 (the child would clobber
+    // it before duplicating it); close-on-exec, closed with the block.
+    block->out = fcntl(output_fd, F_DUPFD_CLOEXEC, 3);
+    if (block->out < 0) {
+        int err = errno;
+        free(block);
+        return err;
     }
-    // If the output descriptor is 0, 1 or 2, the child would clobber it before duplicating it;
-    // duplicate it out of the way first (close-on-exec, closed again below).
-    int out = output_fd;
-    if (out < 3) {
-        out = fcntl(output_fd, F_DUPFD_CLOEXEC, 3);
-        if (out < 0) return errno;
-    }
+    char **pointers = (char **)(block + 1);
+    block->argv = pointers;
+    block->envp = pointers + argc + 1;
+    block->groups = (gid_t *)(pointers + argc + 1 + envc + 1);
+    char *cursor = (char *)(block->groups + groups);
+    for (size_t i = 0; i < argc; i++) block->argv[i] = copy_string(&cursor, argv[i]);
+    block->argv[argc] = NULL;
+    for (size_t i = 0; i < envc; i++) block->envp[i] = copy_string(&cursor, envp[i]);
+    block->envp[envc] = NULL;
+    block->path = copy_string(&cursor, path);
+    block->cwd = cwd != NULL ? copy_string(&cursor, cwd) : NULL;
+    block->has_credentials = credentials != NULL;
+    block->uid = credentials != NULL ? credentials->uid : 0;
+    block->gid = credentials != NULL ? credentials->gid : 0;
+    block->group_count = groups;
+    if (groups > 0) memcpy(block->groups, credentials->groups, groups * sizeof(gid_t));
     // Only for the close loop on kernels without close_range; no descriptor can be at or above
     // the soft limit unless the limit was lowered after it was opened.
     struct rlimit files;
-    unsigned fd_limit = 1u << 20;
-    if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < fd_limit) fd_limit = (unsigned)files.rlim_cur;
+    block->fd_limit = 1u << 20;
+    if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < block->fd_limit) block->fd_limit = (unsigned)files.rlim_cur;
+    block->tid = 1;
+    block->stage = 0;
+    block->err = 0;
 
-    int err = 0;
-    // Aligned for any ABI's stack pointer; its top is handed to clone.
-    _Alignas(64) char stack[SPAWN_STACK_SIZE];
-
-    // Block every signal in this thread for the child's lifetime before exec: a handler running in
-    // the child would run on shared memory with the parent's state. (Dispatch threads already block
-    // almost everything; the thread might not be one.) glibc keeps its two internal signals out of
-    // any mask; see spawn_child.
+    // Block every signal in this thread around clone: the child starts with this mask, and a
+    // handler running in the child would run on shared memory with the parent's state. (Dispatch
+    // threads already block almost everything; the thread might not be one.) glibc keeps its two
+    // internal signals out of any mask; see spawn_child.
     sigset_t all, saved;
     sigfillset(&all);
-    err = pthread_sigmask(SIG_BLOCK, &all, &saved);
-    if (err != 0) goto close_out;
-
-    struct spawn_args args = {
-        .path = path, .argv = argv, .envp = envp, .cwd = cwd, .out = out, .fd_limit = fd_limit,
-        .credentials = credentials, .stage = 0, .err = 0,
-    };
-    // The stack grows down on every architecture Swift supports on Linux: pass its top.
-    pid_t child = __clone(spawn_child, stack + SPAWN_STACK_SIZE, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
+    int err = pthread_sigmask(SIG_BLOCK, &all, &saved);
+    if (err != 0) {
+        free_block(block);
+        return err;
+    }
+    // The stack grows down on every architecture Swift supports on Linux: pass its top. The
+    // release store of everything above happens before clone (a system call, a full barrier).
+    pid_t child = __clone(spawn_child, block->stack + SPAWN_STACK_SIZE, CLONE_VM | CLONE_CHILD_CLEARTID | SIGCHLD,
+                          block, NULL, NULL, &block->tid);
     if (child < 0) err = errno;
     pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    if (child < 0) {
+        free_block(block);
+        return err;
+    }
+    block->pid = child;
+    *pid = child;
+    *pending = (struct tsys_spawn_pending *)block;
+    return 0;
+}
 
-    if (child > 0) {
-        if (args.stage == 0) {
-            *stage = 0;
-            *pid = child;
-        } else {
-            *stage = args.stage;
-            err = args.err != 0 ? args.err : EINVAL;
-            // It has called _exit(127): reap it so no zombie is left behind.
-            while (waitpid(child, NULL, 0) < 0 && errno == EINTR) {
-            }
-        }
+int tsys_spawn_settled(const struct tsys_spawn_pending *pending) {
+    const struct spawn_block *block = (const struct spawn_block *)pending;
+    return __atomic_load_n(&block->tid, __ATOMIC_ACQUIRE) == 0;
+}
+
+static void spawn_wait(const struct tsys_spawn_pending *pending) {
+    const struct spawn_block *block = (const struct spawn_block *)pending;
+    int tid;
+    while ((tid = __atomic_load_n(&block->tid, __ATOMIC_ACQUIRE)) != 0) {
+        // Returns at once if `tid` is no longer `tid` (EAGAIN), when woken, or on EINTR.
+        syscall(SYS_futex, &block->tid, FUTEX_WAIT, tid, NULL, NULL, 0);
     }
-close_out:
-    if (out != output_fd) {
-        close(out);
-    }
+}
+
+int tsys_spawn_finish(struct tsys_spawn_pending *pending, int *stage) {
+    struct spawn_block *block = (struct spawn_block *)pending;
+    spawn_wait(pending);
+    if (stage != NULL) *stage = block->stage;
+    int err = block->stage == 0 ? 0 : (block->err != 0 ? block->err : EINVAL);
+    free_block(block);
     return err;
 }
 

@@ -3,44 +3,34 @@ import TimerdCore
 import TimerdEngine
 import TimerdSystem
 
-/// Starts job runs as child processes, on queues of its own (never the registry's).
+/// Starts job runs as child processes, on a serial queue of its own (never the registry's).
 ///
 /// Each run gets its own session and process group, stdin from /dev/null, and stdout+stderr on one pipe
 /// whose lines are logged with the job name; the last `Limits.outputTailBytes` are kept for `show`.
-/// Exit is noticed through a pidfd read source, never by polling.
+/// Exit is noticed through a pidfd, never by polling.
 ///
-/// Runs are spread over a few serial queues, a job's runs always on the same one (so they start in the
-/// order they were asked for). A spawn holds its queue's thread until the child has called `execve`
-/// (`clone(CLONE_VFORK)`), which on a busy machine includes waiting for a CPU; with one queue every
-/// later fire waited behind it, and at 1,000 fires/s the waits added up to hundreds of milliseconds.
+/// Nothing here waits for a child: `Spawn.start` returns as soon as the child exists (before its
+/// `execve`), and a child that cannot start its program says so when it exits. So one queue serves every
+/// run; before, each spawn held its queue until the child's `execve` (`clone(CLONE_VFORK)`, which on a
+/// busy machine includes the child's wait for a CPU), and runs were spread over two queues per CPU so
+/// that one slow start did not hold up the others. Looking up the account of a run as another user
+/// (NSS, which may ask a directory server) happens on a queue of its own too.
 final class CommandLauncher: RunLauncher {
-    private let executors: [QueueExecutor]
+    private let executor = QueueExecutor(label: "timerd.runs")
     private let log: Logger
     private let clock: any Clock
-
-    /// Spawning queues: two per CPU (a thread waiting for its child uses none), at least two.
-    static let queueCount = max(2, 2 * CurrentProcess.onlineProcessors())
+    /// Where accounts are looked up (`RunAs`), off the runs' queue.
+    private let accounts = DispatchQueue(label: "timerd.accounts")
 
     init(log: Logger, clock: any Clock) {
         self.log = log
         self.clock = clock
-        executors = (0..<Self.queueCount).map { QueueExecutor(label: "timerd.runs.\($0)") }
     }
 
     func start(_ request: RunRequest, events: @escaping @Sendable (RunEvent) -> Void) -> any RunHandle {
-        let executor = executors[Self.queueIndex(of: request.job, count: executors.count)]
-        let run = CommandRun(request: request, executor: executor, log: log, clock: clock, events: events)
-        executor.queue.async { run.assumeIsolated { $0.spawn() } }
+        let run = CommandRun(request: request, executor: executor, accounts: accounts, log: log, clock: clock, events: events)
+        executor.queue.async { run.assumeIsolated { $0.begin() } }
         return run
-    }
-
-    /// The queue a job's runs use: FNV-1a of its name, so it is the same for every run of the job.
-    static func queueIndex(of job: String, count: Int) -> Int {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in job.utf8 {
-            hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
-        }
-        return Int(hash % UInt64(count))
     }
 }
 
@@ -50,11 +40,14 @@ actor CommandRun: RunHandle {
     nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
     private let request: RunRequest
+    private let accounts: DispatchQueue
     private let log: Logger
     private let clock: any Clock
     private let events: @Sendable (RunEvent) -> Void
 
     private var child: ChildProcess?
+    /// Until the child has exited: whether it reached `execve` (`Spawn.start`).
+    private var exec: PendingExec?
     private var exitWatch: IOWatcher.Registration?
     private var outputWatch: IOWatcher.Registration?
     private var timeoutTimer: (any DispatchSourceTimer)?
@@ -66,9 +59,11 @@ actor CommandRun: RunHandle {
     private var stopReason: String?
     private var finished = false
 
-    init(request: RunRequest, executor: QueueExecutor, log: Logger, clock: any Clock, events: @escaping @Sendable (RunEvent) -> Void) {
+    init(request: RunRequest, executor: QueueExecutor, accounts: DispatchQueue, log: Logger, clock: any Clock,
+         events: @escaping @Sendable (RunEvent) -> Void) {
         self.request = request
         self.executor = executor
+        self.accounts = accounts
         self.log = log
         self.clock = clock
         self.events = events
@@ -107,8 +102,17 @@ actor CommandRun: RunHandle {
 
     // MARK: - Lifecycle
 
-    func spawn() {
+    /// Starts the run: at once, or once the account of a run as another user has been looked up.
+    func begin() {
         startedMono = clock.monotonicNow
+        guard let runAs = request.runAs else { return spawn(identity: nil) }
+        accounts.async { [self] in
+            let identity = Result { () throws(TimerdError) in try Self.resolve(runAs, accounts: SystemAccounts()) }
+            executor.queue.async { self.assumeIsolated { $0.spawn(identity: identity) } }
+        }
+    }
+
+    private func spawn(identity: Result<(UserAccount, Credentials), TimerdError>?) {
         if let stopReason {
             return finish(RunOutcome.Result.killed, exitCode: nil, signal: nil, reason: "\(stopReason) before it started")
         }
@@ -125,32 +129,30 @@ actor CommandRun: RunHandle {
             // ActionLauncher sends webhooks to the webhook launcher; reaching here is a bug.
             return finish(.failed, exitCode: nil, signal: nil, reason: "internal error: a webhook given to the command launcher")
         }
+        var environment = request.environment
+        var credentials: Credentials?
+        switch identity {
+        case nil:
+            break
+        case .failure(let error):
+            return finish(.failed, exitCode: nil, signal: nil, reason: error.message)
+        case .success(let (account, resolved)):
+            credentials = resolved
+            let path = account.uid == 0 ? Daemon.rootPath : RunAs.userPath
+            for (key, value) in [("HOME", account.home), ("USER", account.name), ("LOGNAME", account.name), ("PATH", path)]
+            where environment[key] == nil {
+                environment[key] = value
+            }
+        }
         let pipe: (read: FileDescriptor, write: FileDescriptor)
         do {
             pipe = try FileDescriptor.makePipe(nonBlockingRead: true)
         } catch {
             return finish(.failed, exitCode: nil, signal: nil, reason: "cannot create the output pipe: \(error)")
         }
-        var environment = request.environment
-        var credentials: Credentials?
-        if let runAs = request.runAs {
-            do {
-                let (account, identity) = try Self.resolve(runAs, accounts: SystemAccounts())
-                credentials = identity
-                let path = account.uid == 0 ? Daemon.rootPath : RunAs.userPath
-                for (key, value) in [("HOME", account.home), ("USER", account.name), ("LOGNAME", account.name), ("PATH", path)]
-                where environment[key] == nil {
-                    environment[key] = value
-                }
-            } catch {
-                try? pipe.read.close()
-                try? pipe.write.close()
-                return finish(.failed, exitCode: nil, signal: nil, reason: error.message)
-            }
-        }
         let child: ChildProcess
         do {
-            child = try Spawn.run(
+            (child, exec) = try Spawn.start(
                 program: program, arguments: arguments, environment: environment,
                 workingDirectory: request.workingDirectory, credentials: credentials, output: pipe.write)
         } catch {
@@ -229,9 +231,11 @@ actor CommandRun: RunHandle {
 
     // MARK: - Output
 
-    private func readOutput() {
+    /// Reads what is waiting, `chunks` reads of 64 KiB at most: every run shares the queue, and a job
+    /// writing faster than that gets the rest read on a later turn (the watch fires again).
+    private func readOutput(chunks: Int = 4) {
         guard let watch = outputWatch else { return }
-        while true {
+        for _ in 0..<chunks {
             let chunk: [UInt8]?
             do { chunk = try watch.fd.tryRead(upToCount: 65_536) } catch { chunk = [] }
             guard let chunk else { return }  // drained for now
@@ -291,9 +295,13 @@ actor CommandRun: RunHandle {
         } catch {
             return finish(.failed, exitCode: nil, signal: nil, reason: "lost track of the process: \(error)")
         }
-        // Take what the child wrote before it ended. A background grandchild that keeps the pipe open does
-        // not hold the run: the run ends with its main process.
-        readOutput()
+        if let failure = exec?.outcome() {  // it exited before its execve: nothing of the program ran
+            closeOutput()
+            return finish(.failed, exitCode: nil, signal: nil, reason: failure.description)
+        }
+        // Take what the child wrote before it ended (up to 1 MiB more). A background grandchild that keeps
+        // the pipe open does not hold the run: the run ends with its main process.
+        readOutput(chunks: 16)
         flushPartialLine()
         closeOutput()
 

@@ -114,8 +114,8 @@ public struct ChildProcess: Sendable, Hashable {
     }
 }
 
-/// Starting commands: clone (CLONE_VM | CLONE_VFORK) and execve, with an optional change of
-/// identity in between (see `tsys_spawn` in CTimerdSys).
+/// Starting commands: clone (CLONE_VM) and execve, with an optional change of identity in between
+/// (see `tsys_spawn_start` in CTimerdSys).
 public enum Spawn {
     /// The search path used when `environment` has no PATH.
     public static let defaultSearchPath = "/usr/local/bin:/usr/bin:/bin"
@@ -140,7 +140,7 @@ public enum Spawn {
     /// reported it; nothing is left running then and nothing of `program` ran.
     ///
     /// The corresponding C functions are `clone`, `setgroups`, `setresgid`, `setresuid`, `chdir`,
-    /// `execve` (in `tsys_spawn`) and `pidfd_open`.
+    /// `execve` (in `tsys_spawn_start`) and `pidfd_open`.
     public static func run(
         program: String,
         arguments: [String] = [],
@@ -149,7 +149,37 @@ public enum Spawn {
         credentials: Credentials? = nil,
         output: FileDescriptor
     ) throws(SpawnError) -> ChildProcess {
-        func failure(_ stage: SpawnError.Stage, _ errno: Errno) -> SpawnError {
+        let started = try start(
+            program: program, arguments: arguments, environment: environment, workingDirectory: workingDirectory,
+            credentials: credentials, output: output)
+        if let failure = started.exec.outcome() {
+            _ = try? started.child.waitExit(blocking: true)
+            try? started.child.pidfd.close()
+            throw failure
+        }
+        return started.child
+    }
+
+    /// `run` without waiting for the child to reach `execve`: returns as soon as the child exists, so the
+    /// caller is never held by the child's set-up (which on a busy machine includes waiting for a CPU,
+    /// and blocks for as long as a `chdir` or `execve` on a hung file system does). Whether the program
+    /// was started is known once the child has left the caller's memory: `PendingExec.outcome()`, which
+    /// never waits once the child was seen to exit. A child that could not start the program (the
+    /// errors `run` throws from the child's side) exits with status 127 before running any of it.
+    ///
+    /// Throws what `run` throws before the child exists: arguments, the PATH search, clone, pidfd_open.
+    ///
+    /// The corresponding C functions are `clone`, `setgroups`, `setresgid`, `setresuid`, `chdir`,
+    /// `execve` (in `tsys_spawn_start`) and `pidfd_open`.
+    public static func start(
+        program: String,
+        arguments: [String] = [],
+        environment: [String: String],
+        workingDirectory: String? = nil,
+        credentials: Credentials? = nil,
+        output: FileDescriptor
+    ) throws(SpawnError) -> (child: ChildProcess, exec: PendingExec) {
+        let failure = { @Sendable (stage: SpawnError.Stage, errno: Errno) -> SpawnError in
             SpawnError(
                 stage: stage, errno: errno, program: program, workingDirectory: workingDirectory,
                 credentials: credentials)
@@ -164,6 +194,9 @@ public enum Spawn {
             || workingDirectory.map(hasNul) == true {
             throw failure(.invalidArgument, .invalidArgument)
         }
+        if let credentials, credentials.groups.count > Int(Int32.max) {
+            throw failure(.credentials, .invalidArgument)
+        }
 
         let path: String
         do {
@@ -173,34 +206,28 @@ public enum Spawn {
         }
 
         var pid: pid_t = 0
-        var stage: Int32 = 0
+        var pending: OpaquePointer?
         let status = withCStringArray(argv) { argvPointer in
             withCStringArray(envp) { envpPointer in
                 withCCredentials(credentials) { credentialsPointer in
-                    tsys_spawn(
-                        &pid, &stage, path, argvPointer, envpPointer, workingDirectory, output.rawValue,
+                    tsys_spawn_start(
+                        &pid, &pending, path, argvPointer, envpPointer, workingDirectory, output.rawValue,
                         credentialsPointer)
                 }
             }
         }
-        if status != 0 {
-            // The child says which step failed; the rest (the session, descriptors, signals, the
-            // clone itself) is part of starting the program.
-            switch stage {
-            case TSYS_SPAWN_STAGE_CREDENTIALS: throw failure(.credentials, Errno(rawValue: status))
-            case TSYS_SPAWN_STAGE_CHDIR: throw failure(.workingDirectory, Errno(rawValue: status))
-            default: throw failure(.program, Errno(rawValue: status))
-            }
-        }
+        guard status == 0, let pending else { throw failure(.program, Errno(rawValue: status)) }
+        let exec = PendingExec(pending, failure: failure)
 
         let pidfd = tsys_pidfd_open(pid)
         if pidfd == -1 {
             let error = Errno.current
             _ = Glibc.kill(pid, SIGKILL)
             _ = try? ProcessControl.waitExit(pid: pid, blocking: true)
+            _ = exec.outcome()
             throw failure(.tracking, error)
         }
-        return ChildProcess(pid: pid, pidfd: FileDescriptor(rawValue: pidfd))
+        return (ChildProcess(pid: pid, pidfd: FileDescriptor(rawValue: pidfd)), exec)
     }
 
     /// Finds `program` like execvp: as is if it contains "/", else the first executable regular
@@ -252,5 +279,44 @@ public enum Spawn {
             }
         }
         return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
+    }
+}
+
+/// A spawned child's start that may still be under way (`Spawn.start`): the memory the child runs on
+/// until it calls `execve`, and what it reports if it cannot.
+public final class PendingExec: @unchecked Sendable {
+    // Touched only by `outcome` (once) and `deinit`, which the owner does not call concurrently.
+    private var pending: OpaquePointer?
+    private let failure: @Sendable (SpawnError.Stage, Errno) -> SpawnError
+
+    init(_ pending: OpaquePointer, failure: @escaping @Sendable (SpawnError.Stage, Errno) -> SpawnError) {
+        self.pending = pending
+        self.failure = failure
+    }
+
+    /// Whether the child has called `execve` or exited (and `outcome` will not wait).
+    public var settled: Bool { pending.map { tsys_spawn_settled($0) != 0 } ?? true }
+
+    /// nil if the child reached `execve` (the program is running or ran), else why it could not start
+    /// it. Waits until the child has left the caller's memory (not at all once it was seen to exit), so
+    /// call it then, or to wait for the start as `Spawn.run` does. Later calls return nil.
+    public func outcome() -> SpawnError? {
+        guard let pending else { return nil }
+        self.pending = nil
+        var stage: Int32 = 0
+        let status = tsys_spawn_finish(pending, &stage)
+        guard status != 0 else { return nil }
+        // The child says which step failed; the rest (the session, descriptors, signals) is part of
+        // starting the program.
+        switch stage {
+        case TSYS_SPAWN_STAGE_CREDENTIALS: return failure(.credentials, Errno(rawValue: status))
+        case TSYS_SPAWN_STAGE_CHDIR: return failure(.workingDirectory, Errno(rawValue: status))
+        default: return failure(.program, Errno(rawValue: status))
+        }
+    }
+
+    deinit {
+        // Freed only once the child no longer runs on it; a child still starting keeps it (a few pages).
+        if let pending, tsys_spawn_settled(pending) != 0 { _ = tsys_spawn_finish(pending, nil) }
     }
 }

@@ -87,6 +87,50 @@ import TimerdTestSupport
         #expect(notDirectory?.errno == .notDirectory)
     }
 
+    @Test func startReturnsAChildThatFailsLaterWhenItCannotExec() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let output = try FileDescriptor.openDevNull()
+        defer { try? output.close() }
+        // The directory is checked by the child, after `start` has returned: the child exits with 127
+        // without running anything, and the pending start says why.
+        let (child, exec) = try Spawn.start(
+            program: "/bin/true", environment: [:], workingDirectory: directory.path + "/nope", output: output)
+        #expect(try child.waitExit(blocking: true) == .exited(127))
+        #expect(exec.settled)
+        let failure = exec.outcome()
+        #expect(failure?.stage == .workingDirectory)
+        #expect(failure?.errno == .noSuchFileOrDirectory)
+        #expect(exec.outcome() == nil)  // told once
+        try child.pidfd.close()
+    }
+
+    @Test func startOfAProgramThatRunsReportsNoFailure() throws {
+        let output = try FileDescriptor.openDevNull()
+        defer { try? output.close() }
+        let (child, exec) = try Spawn.start(program: "/bin/sh", arguments: ["-c", "exit 127"], environment: [:], output: output)
+        // Its own exit status 127 is the program's: it reached execve.
+        #expect(try child.waitExit(blocking: true) == .exited(127))
+        #expect(exec.outcome() == nil)
+        try child.pidfd.close()
+    }
+
+    @Test func startDoesNotNeedTheCallersStrings() throws {
+        let output = try FileDescriptor.openDevNull()
+        defer { try? output.close() }
+        // Many starts whose argument strings the caller frees at once: every child sees its own.
+        var started: [(ChildProcess, PendingExec, Int32)] = []
+        for code in Int32(1)...20 {
+            let (child, exec) = try Spawn.start(program: "/bin/sh", arguments: ["-c", "exit \(code)"], environment: [:], output: output)
+            started.append((child, exec, code))
+        }
+        for (child, exec, code) in started {
+            #expect(try child.waitExit(blocking: true) == .exited(code))
+            #expect(exec.outcome() == nil)
+            try child.pidfd.close()
+        }
+    }
+
     @Test func nulBytesAndBadNamesAreRejected() throws {
         let output = try FileDescriptor.openDevNull()
         defer { try? output.close() }

@@ -3,12 +3,11 @@
 // They are GNU extensions hidden by a plain `import Glibc` (accept4, pipe2, struct ucred), raw
 // system calls without a glibc wrapper on older systems (pidfd_open, pidfd_send_signal; syscall()
 // is variadic and not callable from Swift), code that must run between clone and execve
-// (tsys_spawn), or function-like macros Swift does not import (WIFEXITED and friends).
+// (tsys_spawn_start), or function-like macros Swift does not import (WIFEXITED and friends).
 //
-// Conventions: every function returns -1 and sets errno on failure, except tsys_spawn, which
-// returns the error number itself (like posix_spawn). Signatures use only plain POSIX types (and
-// one struct of them). Callers own EINTR handling; nothing here retries, except tsys_spawn when it
-// reaps a child that failed before exec.
+// Conventions: every function returns -1 and sets errno on failure, except tsys_spawn_start and
+// tsys_spawn_finish, which return the error number itself (like posix_spawn). Signatures use only
+// plain POSIX types (and one struct of them). Callers own EINTR handling; nothing here retries.
 #ifndef CTIMERDSYS_H
 #define CTIMERDSYS_H
 
@@ -35,7 +34,7 @@ int tsys_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
 int tsys_pipe_cloexec(int fds[2], int nonblocking_read);
 
 /// The identity a spawned child switches to before its working directory and exec
-/// (see tsys_spawn). `groups` is the complete supplementary group list (`group_count` entries, at
+/// (see tsys_spawn_start). `groups` is the complete supplementary group list (`group_count` entries, at
 /// most NGROUPS_MAX; NULL when 0), set as is: compute it in the parent with getgrouplist, which is
 /// what initgroups would set (initgroups itself is not async-signal-safe).
 struct tsys_credentials {
@@ -45,26 +44,42 @@ struct tsys_credentials {
     size_t group_count;
 };
 
-// Where tsys_spawn failed (its `*stage`).
+// Where a spawned child failed (tsys_spawn_finish's `*stage`).
 #define TSYS_SPAWN_STAGE_SETUP 1        // before the child ran anything of its own: the stack, clone,
                                         // the session, descriptors, signals
 #define TSYS_SPAWN_STAGE_CREDENTIALS 2  // setgroups/setresgid/setresuid, or their verification
 #define TSYS_SPAWN_STAGE_CHDIR 3        // chdir(cwd), done with the new identity
 #define TSYS_SPAWN_STAGE_EXEC 4         // execve(path)
 
+/// A child started by tsys_spawn_start that may not have reached execve yet: the memory it runs on.
+struct tsys_spawn_pending;
+
 /// Starts `path` (used as is: no PATH search) in a new session, with stdin from /dev/null,
 /// stdout and stderr both on `output_fd`, every other descriptor closed, the identity of
 /// `credentials` unless it is NULL (then the caller's), the working directory changed to `cwd`
 /// when it is not NULL (after the identity change, so with the new identity's rights), every
 /// signal at its default action and an empty signal mask. `argv` and `envp` are NULL-terminated.
+/// A credential change that returned success but left a real, effective or saved id other than the
+/// target, or (for a uid other than 0) that could be undone with setresuid(0, 0, 0), fails with EPERM.
 ///
-/// Returns 0 and stores the child's pid in `*pid` once the child has called execve successfully.
-/// Otherwise returns an errno value and stores the TSYS_SPAWN_STAGE_* that failed in `*stage`;
-/// nothing runs then (a child that failed was reaped). A credential change that returned success
-/// but left a real, effective or saved id other than the target, or (for a uid other than 0)
-/// that could be undone with setresuid(0, 0, 0), fails with EPERM.
-int tsys_spawn(pid_t *pid, int *stage, const char *path, char *const argv[], char *const envp[],
-               const char *cwd, int output_fd, const struct tsys_credentials *credentials);
+/// Does not wait for the child to reach execve: returns 0 as soon as the child exists, storing its
+/// pid in `*pid` and in `*pending` the memory the child runs on, which stays allocated until
+/// tsys_spawn_finish. Otherwise returns an errno value and nothing was started. The strings, arrays
+/// and credentials are copied: the caller may free them at once. Whether the child then reached
+/// execve is known once it has left this process's memory, at its execve or its exit
+/// (tsys_spawn_settled; certainly once it has been seen to exit); a child that failed before
+/// execve stores why in `*pending` and exits with status 127.
+int tsys_spawn_start(pid_t *pid, struct tsys_spawn_pending **pending, const char *path, char *const argv[],
+                     char *const envp[], const char *cwd, int output_fd, const struct tsys_credentials *credentials);
+
+/// 1 once the child of `pending` has called execve successfully or exited; 0 before. Never blocks.
+int tsys_spawn_settled(const struct tsys_spawn_pending *pending);
+
+/// Waits until tsys_spawn_settled (a futex wait, woken by the kernel; at once after the child was seen
+/// to exit), then frees `pending`. Returns 0 if the child reached execve, else the errno of its
+/// failure with its TSYS_SPAWN_STAGE_* in `*stage`: the child has then exited with status 127, or is
+/// about to, and nothing of `path` ran (the caller reaps it).
+int tsys_spawn_finish(struct tsys_spawn_pending *pending, int *stage);
 
 #define TSYS_WAIT_EXITED 1    // `*value` is the exit code (0...255).
 #define TSYS_WAIT_SIGNALED 2  // `*value` is the terminating signal number.
