@@ -391,9 +391,23 @@ actor Connection {
         let registry = self.registry
         let id = self.id
         let client = self.client
+        // Events wait here for the connection's queue, gathered as log lines are (`Gathering`).
+        let waiting = Locked<(lines: [String], gathering: Gathering)>(([], Gathering()))
         Task {
             await registry.addWatcher(id, filter: filter, viewer: client) { [self] line in
-                queue.async { self.assumeIsolated { $0.pushEvent(line) } }
+                let time = waiting.withLock { state in
+                    state.lines.append(line)
+                    return state.gathering.arrived()
+                }
+                guard let time else { return }
+                Gathering.schedule(at: time, on: queue) {
+                    let lines = waiting.withLock { state in
+                        state.gathering.taking()
+                        defer { state.lines = [] }
+                        return state.lines
+                    }
+                    self.assumeIsolated { $0.pushEvents(lines) }
+                }
             }
             // Back on the connection's queue (the task is isolated to it): the connection may have closed
             // before the watcher was added, and the registry may have handled the close first. Remove it
@@ -402,28 +416,33 @@ actor Connection {
         }
     }
 
-    private func pushEvent(_ line: String) {
+    private func pushEvents(_ lines: [String]) {
         guard streaming, !closed else { return }
-        guard out.count < Self.maxWatchBacklogBytes else {
-            log.warning("control connection \(id): watcher dropped: it read too slowly (\(out.count) bytes waiting)")
-            // Keep the line being written (if any), drop the unsent backlog, and end with the notice.
-            let keep = out.firstIndex(of: UInt8(ascii: "\n")).map { $0 + 1 } ?? out.count
-            out.removeSubrange(keep...)
-            out += Array((Payload.encode(WatchEvent(
-                at: RFC3339.format(clock.wallNow), event: "dropped",
-                reason: "this watcher read too slowly; timerd does not wait for watchers")) + "\n").utf8)
-            streaming = false
-            dropping = true
-            Task { await registry.removeWatcher(id) }
-            flush()
-            // Close once the notice is out, or after 10 s if the client never reads it.
-            executor.queue.asyncAfter(deadline: .now() + .seconds(10)) { [self] in self.assumeIsolated { $0.close() } }
-            updateInterest()
-            return closeIfDone()
+        for line in lines {
+            guard out.count < Self.maxWatchBacklogBytes else { return dropWatcher() }
+            out += Array((line + "\n").utf8)
         }
-        out += Array((line + "\n").utf8)
         flush()
         updateInterest()
+    }
+
+    /// Ends a watch whose client reads too slowly: what it has not read is dropped, with a notice.
+    private func dropWatcher() {
+        log.warning("control connection \(id): watcher dropped: it read too slowly (\(out.count) bytes waiting)")
+        // Keep the line being written (if any), drop the unsent backlog, and end with the notice.
+        let keep = out.firstIndex(of: UInt8(ascii: "\n")).map { $0 + 1 } ?? out.count
+        out.removeSubrange(keep...)
+        out += Array((WatchEvent(
+            at: RFC3339.format(clock.wallNow), event: "dropped",
+            reason: "this watcher read too slowly; timerd does not wait for watchers").json + "\n").utf8)
+        streaming = false
+        dropping = true
+        Task { await registry.removeWatcher(id) }
+        flush()
+        // Close once the notice is out, or after 10 s if the client never reads it.
+        executor.queue.asyncAfter(deadline: .now() + .seconds(10)) { [self] in self.assumeIsolated { $0.close() } }
+        updateInterest()
+        closeIfDone()
     }
 
     private func closeIfDone() {

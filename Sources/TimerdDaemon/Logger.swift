@@ -86,12 +86,14 @@ package enum LogTarget: String, Sendable {
 
 /// Writes entries from its own queue, so a slow reader of stderr or a busy journald never blocks the
 /// registry. Entries wait in a list; one turn of the queue writes all that are there (on stderr in one
-/// `write`), so a burst of thousands of lines costs a few system calls, not one each. If more than
-/// `maxBacklog` entries wait, new ones are dropped and the drop count is reported once writing resumes.
+/// `write`), so a burst of thousands of lines costs a few system calls, not one each. A line logged after
+/// a quiet spell is written at once; lines logged within `Gathering.window` (20 ms) of the last write
+/// wait for the next one. If more than `maxBacklog` entries wait, new ones are dropped and the drop count
+/// is reported once writing resumes.
 package final class QueuedLogSink: LogSink {
     private let queue = DispatchQueue(label: "timerd.log")
     private let target: LogTarget
-    private let backlog = Locked<(entries: [(LogEntry, WallTime)], dropped: Int, drainScheduled: Bool)>(([], 0, false))
+    private let backlog = Locked<(entries: [(LogEntry, WallTime)], dropped: Int, gathering: Gathering)>(([], 0, Gathering()))
     private let maxBacklog = 10_000
     private let clock: any Clock
 
@@ -102,16 +104,15 @@ package final class QueuedLogSink: LogSink {
 
     package func write(_ entry: LogEntry) {
         let stamp = clock.wallNow
-        let schedule = backlog.withLock { state -> Bool in
+        let time = backlog.withLock { state -> DispatchTime? in
             guard state.entries.count < maxBacklog else {
                 state.dropped += 1
-                return false
+                return nil
             }
             state.entries.append((entry, stamp))
-            defer { state.drainScheduled = true }
-            return !state.drainScheduled
+            return state.gathering.arrived()
         }
-        if schedule { queue.async { [self] in drain() } }
+        if let time { Gathering.schedule(at: time, on: queue) { [self] in drain() } }
     }
 
     /// Writes every waiting entry, then the drop count if entries were dropped meanwhile.
@@ -120,7 +121,7 @@ package final class QueuedLogSink: LogSink {
             defer {
                 state.entries = []
                 state.dropped = 0
-                state.drainScheduled = false
+                state.gathering.taking()
             }
             return (state.entries, state.dropped)
         }

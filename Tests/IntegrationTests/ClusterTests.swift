@@ -197,7 +197,7 @@ struct ClusterTests {
         let first = try #require(cluster.runs("hand").first { $0.node != oldName })
         print("cluster handover after SIGTERM: first run on node \(first.node) \(String(format: "%.2f", first.started - stoppedAt)) s after the stop")
         #expect(first.started - stoppedAt < Double(ClusterFixture.leaseTTL) - 0.5)
-        #expect(cluster.nodes[leader].log.contains("lease revoked"))
+        #expect(cluster.nodes[leader].logShows("lease revoked"))
         cluster.expectNoDuplicates("hand")
     }
 
@@ -276,7 +276,7 @@ struct ClusterTests {
         // [cluster] is read at start only; a reload says so and changes nothing else.
         try daemon.writeConfig(config.replacingOccurrences(of: "lease_ttl = 3s", with: "lease_ttl = 5s"))
         _ = try daemon.reload()
-        #expect(daemon.log.contains("the [cluster] section changed; it takes effect when timerd restarts"))
+        #expect(daemon.logShows("the [cluster] section changed; it takes effect when timerd restarts"))
     }
 
     @Test func clusterOutsideClusterModeIsAClearError() throws {
@@ -339,7 +339,7 @@ struct ClusterTests {
         cluster.expectNoDuplicates("pulse")
         let lateByOld = cluster.runs("pulse").filter { $0.node == oldName && $0.started > stoppedAt + 0.5 }
         #expect(lateByOld.isEmpty, "the paused node ran after waking: \(lateByOld)")
-        #expect(cluster.nodes[leader].log.contains("no longer leads"))
+        #expect(cluster.nodes[leader].logShows("no longer leads"))
     }
 
     @Test func oneEtcdMemberDownChangesNothingAndTwoDownStopSharedWritesUntilTheyReturn() throws {
@@ -382,7 +382,7 @@ struct ClusterTests {
         })
         #expect(cluster.runs("steady").count <= stoppedCount + 1, "steady ran without etcd: \(cluster.runs("steady").suffix(3))")
         #expect(cluster.nodes[follower].notify.waitFor("STATUS=cluster: etcd unavailable", prefix: true, timeout: 5))
-        #expect(cluster.nodes[follower].log.contains("etcd is unavailable"))
+        #expect(cluster.nodes[follower].logShows("etcd is unavailable"))
         // A node restarted meanwhile still knows the shared jobs, from its state.db.
         try cluster.restart(follower)
         #expect(try cluster.nodes[follower].listNames().contains("steady"))

@@ -294,7 +294,7 @@ import Testing
         eventually("b added by SIGHUP") { (try? daemon.show("b")) != nil }
         #expect(try daemon.request("SHOW a").hasPrefix("ERR no-such-job "))
         eventually("b fires") { !daemon.lines("b.out").isEmpty }
-        #expect(daemon.log.contains("SIGHUP"))
+        #expect(daemon.logShows("SIGHUP"))
 
         // An invalid file on SIGHUP is logged and changes nothing; the daemon carries on.
         try daemon.writeConfig("""
@@ -380,8 +380,8 @@ import Testing
             """, environment: ["NOTIFY_SOCKET": notify.path], waitForReady: false)
         daemon.process.waitUntilExit()
         #expect(daemon.process.terminationStatus != 0)
-        #expect(daemon.log.contains("\(daemon.configPath):6: every: invalid duration \"5 parsecs\""), "\(daemon.log)")
-        #expect(daemon.log.contains("not starting"))
+        #expect(daemon.logShows("\(daemon.configPath):6: every: invalid duration \"5 parsecs\""), "\(daemon.log)")
+        #expect(daemon.logShows("not starting"))
         #expect(!FileManager.default.fileExists(atPath: daemon.socket), "no control socket was created")
         // The process is gone, so anything it sent is already queued on the notify socket.
         #expect(!notify.waitFor("READY=1", timeout: 0.2), "timerd sent READY=1 with an invalid config")

@@ -85,6 +85,12 @@ final class Daemon: @unchecked Sendable {
     /// The daemon's stderr so far.
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
+    /// Whether the log shows `text`, waiting for it: lines are written by the logger's queue a little after
+    /// what they report (gathered for up to 20 ms under load, `Gathering`).
+    func logShows(_ text: String, timeout: Double = 10) -> Bool {
+        eventually(timeout: timeout, "the log to show \(text)") { log.contains(text) }
+    }
+
     /// Sends SIGTERM (if still running) and waits for exit. Returns the exit status. A daemon that has not
     /// exited 60 s later (far beyond any stop_grace the tests set) is a failure: it is killed and reported,
     /// so a wedged stop fails the test instead of hanging the suite.

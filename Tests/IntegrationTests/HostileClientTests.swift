@@ -222,7 +222,7 @@ private enum Size {
         // As systemd starts a service: 1,024 descriptors (soft). timerd raises that to the hard limit.
         let fixture = try HostileFixture(softFileLimit: 1_024, hardFileLimitAtLeast: Size.idleConnections + 1_000)
         let daemon = fixture.daemon
-        #expect(daemon.log.contains("open files: soft limit raised from 1024 to "), "log:\n\(daemon.log)")
+        #expect(daemon.logShows("open files: soft limit raised from 1024 to "), "log:\n\(daemon.log)")
         let limits = try #require(daemon.openFileLimits)
         #expect(limits.soft == limits.hard && limits.soft > Size.idleConnections, "\(limits)")
 

@@ -107,7 +107,7 @@ struct LimitTests {
             #expect(try eventually("\(name)'s output") { (try daemon.show(name)["last_output"] as? String)?.count == 3000 })
         }
         #expect((try daemon.show("first")["last_output"] as? String)?.hasPrefix("[output no longer held in memory") == true)
-        #expect(daemon.log.contains("max_output_memory (4096 bytes) reached: dropped the held output of first"))
+        #expect(daemon.logShows("max_output_memory (4096 bytes) reached: dropped the held output of first"))
         let history = try daemon.request("HISTORY first")
         #expect(history.contains(String(repeating: "x", count: 3000)), "the history keeps it")
     }

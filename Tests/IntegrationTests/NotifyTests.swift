@@ -114,6 +114,6 @@ import Testing
         daemon.process.waitUntilExit()
         #expect(daemon.process.terminationStatus == 0)
         eventually("the run's process group was killed") { !isRunning(grandchild) }
-        #expect(daemon.log.contains("again while stopping: killing the remaining runs now"))
+        #expect(daemon.logShows("again while stopping: killing the remaining runs now"))
     }
 }

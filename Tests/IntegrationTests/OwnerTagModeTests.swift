@@ -26,7 +26,7 @@ import TimerdSystem
         owner.waitUntilExit()
         let elapsed = try #require(gone).timeIntervalSince(killed)
         #expect(elapsed < 0.1, "gone \(Int(elapsed * 1000)) ms after the kill")
-        #expect(daemon.log.contains("job=helper cancelled: its owner process \(pid) exited"))
+        #expect(daemon.logShows("job=helper cancelled: its owner process \(pid) exited"))
         #expect(try daemon.request("ADD late every=1h owner=pid:\(pid) command=true").hasPrefix("ERR bad-argument owner: no process"))
         #expect(try daemon.request("ADD bad every=1h owner=pid:abc command=true").hasPrefix("ERR bad-argument "))
     }

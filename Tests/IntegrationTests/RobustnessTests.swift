@@ -274,7 +274,7 @@ import Testing
         #expect(status == 0, "log:\n\(daemon.log)")
         #expect(daemon.process.terminationReason == .exit)
         #expect(!FileManager.default.fileExists(atPath: daemon.socket), "the socket file is removed on exit")
-        #expect(daemon.log.contains("stopped"))
+        #expect(daemon.logShows("stopped"))
         #expect(throws: HarnessError.self, "the daemon is gone") { try Client(path: daemon.socket) }
     }
 }

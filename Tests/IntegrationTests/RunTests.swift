@@ -68,10 +68,9 @@ import Testing
         #expect(info["last_exit_code"] as? Int == 3)
         #expect(info["last_output"] as? String == "to-out\nto-err\n")
         #expect(info["last_reason"] as? String == "exited with status 3")
-        let log = daemon.log
-        #expect(log.contains("job=talk run=1 | to-out"))
-        #expect(log.contains("job=talk run=1 | to-err"))
-        #expect(log.contains("job=talk run=1 failed: exited with status 3"))
+        #expect(daemon.logShows("job=talk run=1 | to-out"))
+        #expect(daemon.logShows("job=talk run=1 | to-err"))
+        #expect(daemon.logShows("job=talk run=1 failed: exited with status 3"))
         // Only the last 4 KiB are kept.
         #expect(try daemon.request("ADD big in=10ms command='seq 1 5000'") == "OK")
         try eventually("finished") { try daemon.show("big")["last_result"] as? String == "ok" }
@@ -99,7 +98,7 @@ import Testing
         #expect(try daemon.request("ADD stubborn in=10ms timeout=100ms kill_grace=200ms command='trap \"\" TERM; sleep 30 & wait; sleep 30'") == "OK")
         try eventually("killed") { try daemon.show("stubborn")["last_result"] as? String == "timeout" }
         #expect(try daemon.show("stubborn")["last_signal"] as? Int == Int(SIGKILL))
-        #expect(daemon.log.contains("sending SIGKILL"))
+        #expect(daemon.logShows("sending SIGKILL"))
     }
 
     @Test func overlapSkipSkipsAndSaysWhy() throws {
@@ -111,7 +110,7 @@ import Testing
         let info = try daemon.show("s")
         #expect(info["running"] as? Int == 1)
         #expect((info["last_skip"] as? [String: Any])?["reason"] as? String == "run 1 is still going (overlap=skip)")
-        #expect(daemon.log.contains("job=s fire skipped: run 1 is still going (overlap=skip)"))
+        #expect(daemon.logShows("job=s fire skipped: run 1 is still going (overlap=skip)"))
         #expect(try daemon.request("RUN s").hasPrefix("ERR busy "))
         _ = FileManager.default.createFile(atPath: gate, contents: nil)
         eventually("first run ended") { daemon.lines("s").first == "1" }
@@ -134,7 +133,7 @@ import Testing
         }
         // Run 2 (the queued fire) started right after run 1.
         #expect(daemon.lines("q").prefix(2) == ["1", "2"])
-        #expect(daemon.log.contains("fire queued (overlap=queue)"))
+        #expect(daemon.logShows("fire queued (overlap=queue)"))
     }
 
     @Test func overlapAllowRunsSideBySide() throws {
@@ -178,7 +177,7 @@ import Testing
         eventually("two started") { daemon.lines("started").count == 2 }
         let waiting = try ["c1", "c2", "c3"].filter { try daemon.show($0)["pending"] as? Int == 1 }
         #expect(waiting.count == 1, "one fire waits for a slot")
-        #expect(daemon.log.contains("fire waits for a run slot (max_running=2"))
+        #expect(daemon.logShows("fire waits for a run slot (max_running=2"))
         _ = FileManager.default.createFile(atPath: gate, contents: nil)
         eventually("third started after a slot freed") { daemon.lines("started").count == 3 }
         let late = try #require(try daemon.show(waiting[0])["last_lateness_ms"] as? Double)
@@ -197,8 +196,8 @@ import Testing
         #expect(daemon.stop() == 0)
         eventually("the run's process group was killed") { !isRunning(grandchild) }
         #expect(!FileManager.default.fileExists(atPath: daemon.socket), "socket removed")
-        #expect(daemon.log.contains("grace period over"))
-        #expect(daemon.log.contains("stopped"))
+        #expect(daemon.logShows("grace period over"))
+        #expect(daemon.logShows("stopped"))
     }
 
     @Test func sigtermLetsQuickRunsFinish() throws {

@@ -88,7 +88,7 @@ struct SecurityTests {
         #expect(stat(daemon.socket, &info) == 0)
         #expect(info.st_mode & 0o777 == 0o660)
         #expect(info.st_gid == getgrnam(users.group)!.pointee.gr_gid)
-        #expect(daemon.log.contains("mode 0660, group \(users.group)"))
+        #expect(daemon.logShows("mode 0660, group \(users.group)"))
     }
 
     @Test func aUsersJobRunsAsThatUserWithItsGroupsHomeAndPath() throws {
@@ -132,7 +132,7 @@ struct SecurityTests {
         let byTag = try ctl(users.bob, "cancel", "--tag", "t")
         #expect(byTag.status == 0)
         #expect(try daemon.show("secret")["state"] as? String == "scheduled")
-        #expect(daemon.log.contains("refused to change secret, which belongs to uid \(users.uid(users.alice))"))
+        #expect(daemon.logShows("refused to change secret, which belongs to uid \(users.uid(users.alice))"))
 
         // The owner and root see everything, and may change it.
         #expect(try ctl(users.alice, "show", "secret", "--json").stdout.contains("hunter2"))
@@ -161,7 +161,7 @@ struct SecurityTests {
         #expect(refused.status == 1)
         #expect(refused.stderr.contains("permission-denied") && refused.stderr.contains("not in allow_users or allow_groups"))
         #expect(try ctl(users.carol, "list").status == 0)  // reading is not adding
-        #expect(daemon.log.contains("refused to add nope"))
+        #expect(daemon.logShows("refused to add nope"))
         // allow_groups admits members: carol is in the group.
         try daemon.writeConfig("""
             [daemon]

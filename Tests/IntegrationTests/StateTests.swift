@@ -282,7 +282,7 @@ import TimerdStore
         #expect(try daemon.listNames() == ["cfg"])
         let aside = try FileManager.default.contentsOfDirectory(atPath: state).filter { $0.hasPrefix("state.db.corrupt-") }
         #expect(aside.count == 1, "\(aside)")
-        #expect(daemon.log.contains(aside.first ?? "state.db.corrupt-"), "\(daemon.log)")
+        #expect(daemon.logShows(aside.first ?? "state.db.corrupt-"), "\(daemon.log)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: state + "/" + (aside.first ?? ""))).count > 10)
         #expect(try daemon.request("ADD fresh every=1h command=true") == "OK")
     }
