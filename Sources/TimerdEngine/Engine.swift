@@ -243,7 +243,7 @@ package struct Engine: Sendable {
     /// `CANCEL`s of many jobs being checked, a slice per input (`Input.continueChange`).
     var cancelsChecking: [UInt64: CancelCheck] = [:]
     /// `CANCEL`s of many jobs being written: their jobs, a slice each, and their ids.
-    var cancelsSaving: [UInt64: (slices: [[EngineJob]], ids: Set<UInt64>, byOwner: [UInt32: Int])] = [:]
+    var cancelsSaving: [UInt64: CancelCheck] = [:]
     /// `CANCEL`s of many jobs on disk and taking effect, a slice per input.
     var cancelsApplying: [UInt64: CancelInProgress] = [:]
     /// Their jobs still in the table, by owner: gone already for `user_max_jobs` (and every count).
@@ -279,7 +279,7 @@ package struct Engine: Sendable {
             if let change = awaitingSave.removeValue(forKey: number) {
                 addsBeingSaved.remove(change)
                 if let saving = cancelsSaving.removeValue(forKey: number) {
-                    answer = applyCancel(saving.slices, ids: saving.ids, byOwner: saving.byOwner, change: number)
+                    answer = applyCancel(saving, change: number)
                 } else {
                     answer = apply(change)
                 }
