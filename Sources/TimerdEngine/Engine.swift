@@ -371,15 +371,7 @@ package struct Engine: Sendable {
 
     /// Jobs carrying `tag`, in no order: a caller with many of them sorts them off its queue.
     package func jobNames(withTag tag: String) -> [JobName] {
-        jobNames(withTag: tag, among: jobs.values)
-    }
-
-    /// The jobs among `candidates` that carry `tag` (and that `include` accepts). The tags are read in
-    /// the spec's box: a copy of the whole spec per job made a pass over 100,000 jobs take 20 ms.
-    package func jobNames(
-        withTag tag: String, among candidates: some Sequence<EngineJob>, where include: (EngineJob) -> Bool = { _ in true }
-    ) -> [JobName] {
-        candidates.compactMap { $0.specBox.spec.tags.contains(tag) && include($0) ? $0.name : nil }
+        Array(jobs.names(withTag: tag))
     }
 
     /// The wall-clock time of the job's next fire, if it is scheduled (as of `now`: a reading, not an
