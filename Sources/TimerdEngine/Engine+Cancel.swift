@@ -85,7 +85,9 @@ extension Engine {
         cancelsApplying[number] = CancelInProgress(
             rest: check.slices.reversed(), ids: check.ids, unsaved: check.unsaved, savedHandled: written ? 0 : nil)
         cancelPendingByOwner.merge(check.byOwner, uniquingKeysWith: +)
-        return removeCancelSlice(number)
+        // Its first slice leaves with the next input, not this one: the answer goes out at once, and the
+        // step that lets go of the check (its names) is not a removal step too (1.1-1.9 ms together).
+        return .success(.partlyApplied(number))
     }
 
     private mutating func removeCancelSlice(_ number: UInt64) -> Result<Answer, TimerdError> {

@@ -1,21 +1,37 @@
 import TimerdCore
 
 extension Database {
-    /// Writes `changes` in order (inside the caller's transaction). A run of `deleteJob`s is deleted
-    /// set-wise, one statement per table for each `deleteChunk` jobs: a `CANCEL` of 100,000 jobs was
-    /// 300,000 statements before (deletes of different jobs commute, so the order still holds).
+    /// Writes `changes` in order (inside the caller's transaction). A run of `deleteJob`s and
+    /// `deleteCancelled`s is deleted set-wise, one statement per table for each `deleteChunk` jobs, the
+    /// cancels' progress written after: a `CANCEL` of 100,000 jobs was 300,000 statements before, and its
+    /// deletions behind the `OK` come 100 jobs each (deletes of different jobs commute, so the order
+    /// still holds).
     func apply(_ changes: [StoreChange]) throws(StoreError) {
         var deletes: [String] = []
+        var progress: [StoreChange] = []
         for change in changes {
-            if case .deleteJob(let name) = change {
+            switch change {
+            case .deleteJob(let name):
                 deletes.append(name)
                 continue
+            case .deleteCancelled(let id, let names, let done, let finished):
+                deletes += names
+                progress.append(.deleteCancelled(id: id, names: [], done: done, finished: finished))
+                continue
+            default:
+                break
             }
-            try deleteJobs(deletes)
+            try deleteJobs(deletes, then: progress)
             deletes.removeAll(keepingCapacity: true)
+            progress.removeAll()
             try apply(change)
         }
-        try deleteJobs(deletes)
+        try deleteJobs(deletes, then: progress)
+    }
+
+    private func deleteJobs(_ names: [String], then progress: [StoreChange]) throws(StoreError) {
+        try deleteJobs(names)
+        for change in progress { try apply(change) }
     }
 
     /// Jobs deleted by one statement per table; below 999 parameters, SQLite's limit before 3.32.

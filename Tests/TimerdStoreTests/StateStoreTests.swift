@@ -408,6 +408,31 @@ import TimerdCore
         #expect(try database.strings("SELECT (SELECT count(*) FROM cancels) + (SELECT count(*) FROM cancels_done)") == ["0"])
     }
 
+    /// A cancel's deletions behind the `OK` come one background change per removal step; those waiting
+    /// together are written together (set-wise), in order with what comes between them: a job added again
+    /// after its deletion stays, the row's progress follows, and the row goes with the last.
+    @Test func aCancelsDeletionsWaitingTogetherAreWrittenInOrder() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let (store, _) = try StateStore.open(
+            directory: dir.path, migrations: Schema.migrations, synchronous: .full, backgroundDelay: .seconds(3600))
+        let names = (0..<30).map { "a\($0)" }
+        try store.applyAndWait((names + ["keep"]).map { .putJob(job($0)) })
+        try store.applyAndWait([.markCancelled(id: 4, names: names)])
+        let before = store.transactions
+        store.record([.deleteCancelled(id: 4, names: Array(names[0..<10]), done: 10, finished: false)])
+        store.record([.deleteCancelled(id: 4, names: Array(names[10..<20]), done: 20, finished: false)])
+        store.record([.putJob(job("a3"))])
+        store.record([.deleteCancelled(id: 4, names: Array(names[20..<25]), done: 25, finished: false)])
+        #expect(try store.jobs().map(\.name) == ["a25", "a26", "a27", "a28", "a29", "a3", "keep"])
+        #expect(store.transactions == before + 1)
+        store.close()
+        // Killed here: opening deletes the rest, not the job added again.
+        let (again, _) = try StateStore.open(directory: dir.path)
+        defer { again.close() }
+        #expect(try again.jobs().map(\.name) == ["a3", "keep"])
+    }
+
     /// A file of schema version 4 gets the cancel tables (version 5) and keeps its jobs.
     @Test func version4FilesGetTheCancelTablesAndKeepTheirJobs() throws {
         let dir = try TemporaryDirectory()
