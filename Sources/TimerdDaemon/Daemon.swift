@@ -200,7 +200,8 @@ public actor Daemon {
     /// The environment every run starts from: a fixed `PATH` and a few variables from the daemon's own
     /// environment, nothing else (like systemd services, unlike a login shell).
     /// Test hooks from `TIMERD_TEST_FAILPOINTS` (comma-separated; never set in production):
-    /// `wedge-registry-on-usr1` (docs/systemd.md), `no-libcurl` (docs/webhooks.md).
+    /// `wedge-registry-on-usr1` (docs/systemd.md), `no-libcurl` (docs/webhooks.md), `store-io-error` and
+    /// `hold-cancel-deletes` (docs/state.md).
     static let failpoints: Set<String> = Set(
         (CurrentProcess.environmentVariable("TIMERD_TEST_FAILPOINTS") ?? "").split(separator: ",").map(String.init))
 

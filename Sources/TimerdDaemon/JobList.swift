@@ -95,7 +95,7 @@ enum JobList {
     }
 
     /// `names` sorted on the list queue (100,000 names take tens of milliseconds).
-    static func sorted(_ names: [JobName]) async -> [JobName] {
+    static func sorted(_ names: some Collection<JobName> & Sendable) async -> [JobName] {
         guard names.count > slice else { return names.sorted() }
         return await withCheckedContinuation { continuation in
             queue.async { continuation.resume(returning: names.sorted()) }

@@ -19,7 +19,8 @@ extension Registry {
         guard let store else { return records.map { _ in .success(()) } }
         // Many records (a CANCEL of 100,000 jobs) are turned into the store's changes off the queue.
         let convert = { @Sendable in records.map { $0.compactMap(Self.storeChange) } }
-        let batches = records.reduce(0) { $0 + $1.count } <= Self.namesSlice ? convert() : await Task.detached(operation: convert).value
+        let batches = records.reduce(0) { $0 + $1.reduce(0) { $0 + $1.weight } } <= Self.namesSlice
+            ? convert() : await Task.detached(operation: convert).value
         let results = await withCheckedContinuation { (continuation: CheckedContinuation<[Result<Void, StoreError>], Never>) in
             store.apply(batches: batches) { continuation.resume(returning: $0) }
             // In the store's queue now: the connection may start its next requests, which then share
@@ -33,6 +34,10 @@ extension Registry {
         }
     }
 
+    /// Failpoint `hold-cancel-deletes`: the deletions of a cancel's jobs beyond its first slice are not
+    /// handed to the store.
+    static let holdsCancelDeletes = Daemon.failpoints.contains("hold-cancel-deletes")
+
     /// Hands one background change to the store (no-op without one).
     func persist(_ change: Persist) {
         guard let store, let stored = Self.storeChange(change) else { return }
@@ -41,6 +46,14 @@ extension Registry {
             return holdFireRecord(fire, keep: keep)
         case .deleteJob(let name):
             pendingFireRecords = pendingFireRecords.filter { $0.key.job != name }
+        case .deleteCancelled(_, let names, let done, _):
+            // Test hook, documented in docs/state.md: as if timerd were killed once a cancel's first
+            // slice of rows is deleted (their names given back, as always, only after that).
+            if Self.holdsCancelDeletes, done > Engine.cancelRemoveSlice { return }
+            if !pendingFireRecords.isEmpty {
+                let gone = Set(names)
+                pendingFireRecords = pendingFireRecords.filter { !gone.contains($0.key.job) }
+            }
         default:
             break
         }
@@ -57,6 +70,10 @@ extension Registry {
                 lastScheduled: state.lastScheduled, anchor: state.anchor, ownerUID: state.ownerUID, shared: state.shared))
         case .deleteJob(let name):
             return .deleteJob(name.rawValue)
+        case .cancelJobs(let change, let names):
+            return .markCancelled(id: Int64(truncatingIfNeeded: change), names: names.map(\.rawValue))
+        case .cancelledGone(let change, let names, let done, let finished):
+            return .deleteCancelled(id: Int64(truncatingIfNeeded: change), names: names.map(\.rawValue), done: done, finished: finished)
         case .fire(let name, let runs, let lastScheduled, let configJob):
             if configJob {
                 guard let lastScheduled else { return nil }
@@ -168,5 +185,12 @@ extension Registry {
                 reason: last.exitCode.map { "exited with status \($0)" } ?? last.httpStatus.map { "status \($0)" } ?? last.result,
                 output: last.output, finishedWall: last.endedAt, duration: max(.zero, last.endedAt - last.startedAt)),
             node: last.node)
+    }
+}
+
+extension Persist {
+    /// About how much work turning it into the store's change is (`writeAhead` does many off the queue).
+    var weight: Int {
+        if case .cancelJobs(_, let names) = self { names.count } else { 1 }
     }
 }

@@ -3,10 +3,11 @@ import TimerdCore
 /// `CANCEL` of more than `cancelSlice` jobs (a tag on 100,000 of them): one request, all or nothing, in
 /// steps short enough for the fires of other jobs to go on in between. It is checked a slice per input,
 /// each answered `Answer.partlyApplied(change)`, the caller giving `Input.continueChange(change)` for the
-/// next; after the last, all its deletions are written ahead at once (`Effect.writeAhead`). Once they are
-/// durable (`Input.changeSaved`) its jobs are gone for every request (their ids are in `cancelsApplying`:
-/// none fires, is listed or counted), so the caller may answer then (`isApplyingCancel`); they leave the
-/// table a slice per input, the answer `.done` coming with the last. Any refusal while checking refuses
+/// next; after the last, one record of its durable jobs' names is written ahead (`Persist.cancelJobs`).
+/// Once that is durable (`Input.changeSaved`) its jobs are gone for every request (their ids are in
+/// `cancelsApplying`: none fires, is listed or counted), so the caller may answer then
+/// (`isApplyingCancel`); they leave the table a slice per input, each slice's rows deleted behind it
+/// (`Persist.cancelledGone`), the answer `.done` coming with the last. Any refusal while checking refuses
 /// the whole cancel, nothing changed; so does a write that fails.
 extension Engine {
     /// Jobs a cancel checks per input: a slice takes well under a millisecond.
@@ -60,27 +61,33 @@ extension Engine {
         for job in jobs {
             check.ids.insert(job.id)
             check.byOwner[job.ownerUID, default: 0] += 1
-            if isSavedByRequests(job) { check.records.append(.deleteJob(job.name)) }
+            if isSavedByRequests(job) { check.saved.append(job.name) } else { check.unsaved.insert(job.id) }
         }
         check.slices.append(jobs)
         guard checked + jobs.count == check.names.count else {
             cancelsChecking[number] = check
             return .success(.partlyApplied(number))
         }
-        guard !check.records.isEmpty else { return applyCancel(check.slices, ids: check.ids, byOwner: check.byOwner, change: number) }
-        cancelsSaving[number] = (check.slices, check.ids, check.byOwner)
-        awaitingSave[number] = PlannedChange(kind: .cancel([]), records: check.records)
-        out.append(.writeAhead(change: number, records: check.records))
+        guard !check.saved.isEmpty else { return applyCancel(check, change: number) }
+        // One record for all its jobs (their names): what must be durable before the answer is small,
+        // and their rows are deleted behind it (`cancelledGone`).
+        let records = [Persist.cancelJobs(number, check.saved)]
+        check.saved = []
+        cancelsSaving[number] = check
+        awaitingSave[number] = PlannedChange(kind: .cancel([]), records: records)
+        out.append(.writeAhead(change: number, records: records))
         return nil
     }
 
-    /// The cancel's deletions are durable: from now on its jobs are as good as gone.
-    mutating func applyCancel(
-        _ slices: [[EngineJob]], ids: Set<UInt64>, byOwner: [UInt32: Int], change number: UInt64
-    ) -> Result<Answer, TimerdError>? {
-        cancelsApplying[number] = CancelInProgress(rest: slices.reversed(), ids: ids)
-        cancelPendingByOwner.merge(byOwner, uniquingKeysWith: +)
-        return removeCancelSlice(number)
+    /// The cancel is durable: from now on its jobs are as good as gone.
+    mutating func applyCancel(_ check: CancelCheck, change number: UInt64) -> Result<Answer, TimerdError>? {
+        let written = check.unsaved.count < check.ids.count
+        cancelsApplying[number] = CancelInProgress(
+            rest: check.slices.reversed(), ids: check.ids, unsaved: check.unsaved, savedHandled: written ? 0 : nil)
+        cancelPendingByOwner.merge(check.byOwner, uniquingKeysWith: +)
+        // Its first slice leaves with the next input, not this one: the answer goes out at once, and the
+        // step that lets go of the check (its names) is not a removal step too (1.1-1.9 ms together).
+        return .success(.partlyApplied(number))
     }
 
     private mutating func removeCancelSlice(_ number: UInt64) -> Result<Answer, TimerdError> {
@@ -91,13 +98,21 @@ extension Engine {
             slice.removeSubrange(Self.cancelRemoveSlice...)
         }
         progress.handled += slice.count
-        // Their deletions are on disk already (written ahead for the whole cancel).
-        savedAhead = slice.filter(isSavedByRequests).map { Persist.deleteJob($0.name) }[...]
+        // Their deletions are as good as on disk (the cancel's record, written ahead): their rows go with
+        // one record for the slice, not a `deleteJob` each.
+        let saved = progress.unsaved.isEmpty ? slice[...] : slice.filter { !progress.unsaved.contains($0.id) }[...]
+        savedAhead = saved.map { Persist.deleteJob($0.name) }[...]
         defer { savedAhead = [] }
+        var deleted: [JobName] = []
         // A job removed meanwhile (its owner went) is not removed again.
         for job in slice where jobs[job.name] === job && remove(job.name, reason: "cancelled", logged: false) {
             progress.removed.append(job.name)
             notePendingGone(job)
+            if !progress.unsaved.contains(job.id) { deleted.append(job.name) }
+        }
+        if let done = progress.savedHandled.map({ $0 + saved.count }) {
+            progress.savedHandled = done
+            out.append(.persist(.cancelledGone(number, deleted, done: done, finished: progress.rest.isEmpty)))
         }
         guard progress.rest.isEmpty else {
             cancelsApplying[number] = progress

@@ -480,7 +480,7 @@ extension Engine {
                 continue
             }
             job.civil = item.civil
-            job.spec = item.spec
+            jobs.setSpec(item.spec, of: job)
             job.shared = sharesJob(item.spec, origin: origin)
             job.acceptedFires = 0
             disarm(job)

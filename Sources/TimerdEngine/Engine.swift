@@ -243,7 +243,7 @@ package struct Engine: Sendable {
     /// `CANCEL`s of many jobs being checked, a slice per input (`Input.continueChange`).
     var cancelsChecking: [UInt64: CancelCheck] = [:]
     /// `CANCEL`s of many jobs being written: their jobs, a slice each, and their ids.
-    var cancelsSaving: [UInt64: (slices: [[EngineJob]], ids: Set<UInt64>, byOwner: [UInt32: Int])] = [:]
+    var cancelsSaving: [UInt64: CancelCheck] = [:]
     /// `CANCEL`s of many jobs on disk and taking effect, a slice per input.
     var cancelsApplying: [UInt64: CancelInProgress] = [:]
     /// Their jobs still in the table, by owner: gone already for `user_max_jobs` (and every count).
@@ -279,7 +279,7 @@ package struct Engine: Sendable {
             if let change = awaitingSave.removeValue(forKey: number) {
                 addsBeingSaved.remove(change)
                 if let saving = cancelsSaving.removeValue(forKey: number) {
-                    answer = applyCancel(saving.slices, ids: saving.ids, byOwner: saving.byOwner, change: number)
+                    answer = applyCancel(saving, change: number)
                 } else {
                     answer = apply(change)
                 }
@@ -371,15 +371,7 @@ package struct Engine: Sendable {
 
     /// Jobs carrying `tag`, in no order: a caller with many of them sorts them off its queue.
     package func jobNames(withTag tag: String) -> [JobName] {
-        jobNames(withTag: tag, among: jobs.values)
-    }
-
-    /// The jobs among `candidates` that carry `tag` (and that `include` accepts). The tags are read in
-    /// the spec's box: a copy of the whole spec per job made a pass over 100,000 jobs take 20 ms.
-    package func jobNames(
-        withTag tag: String, among candidates: some Sequence<EngineJob>, where include: (EngineJob) -> Bool = { _ in true }
-    ) -> [JobName] {
-        candidates.compactMap { $0.specBox.spec.tags.contains(tag) && include($0) ? $0.name : nil }
+        Array(jobs.names(withTag: tag))
     }
 
     /// The wall-clock time of the job's next fire, if it is scheduled (as of `now`: a reading, not an

@@ -212,6 +212,12 @@ package enum Persist: Sendable, Equatable {
     case run(FinishedRun, keep: Int)
     /// A due fire and what became of it (`WHY`), replacing the record with the same job and sequence.
     case fireRecord(FireRecord, keep: Int)
+    /// A `CANCEL` of many jobs (change number, the durable jobs it removes in the order they will
+    /// leave): written ahead as one record, its jobs as good as deleted once it is durable.
+    case cancelJobs(UInt64, [JobName])
+    /// The next of those jobs left the table: their rows go (`names`, those removed now), `done` of
+    /// the cancel's jobs are dealt with; `finished` with the last.
+    case cancelledGone(UInt64, [JobName], done: Int, finished: Bool)
 }
 
 /// A runtime job as `state.db` keeps it.
@@ -321,7 +327,10 @@ struct CancelCheck: Sendable {
     var ids: Set<UInt64>
     /// How many of them each user owns.
     var byOwner: [UInt32: Int] = [:]
-    var records: [Persist] = []
+    /// The durable ones (written ahead), in the order checked; the ids of the others (few: jobs of a
+    /// connection or process, cluster jobs).
+    var saved: [JobName] = []
+    var unsaved: Set<UInt64> = []
 }
 
 /// A `CANCEL` of more than `Engine.cancelSlice` jobs, durable, whose jobs go a slice per input.
@@ -336,6 +345,10 @@ struct CancelInProgress: Sendable {
     var removed: [JobName] = []
     /// Jobs that left the table so far (removed, or gone otherwise meanwhile), in the order checked.
     var handled = 0
+    /// Its jobs not written ahead (`CancelCheck.unsaved`), and how many of those written ahead left so
+    /// far; nil without a record written ahead (none of its jobs durable).
+    var unsaved: Set<UInt64> = []
+    var savedHandled: Int?
 }
 
 struct PlannedChange: Sendable {

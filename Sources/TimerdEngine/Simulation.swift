@@ -248,7 +248,7 @@ package struct Simulation {
             store.lastRuns[record.job] = record
         case .fireRecord(let record, _):
             store.fireSequences[record.job] = max(store.fireSequences[record.job] ?? 0, record.sequence)
-        case .job, .deleteJob, .fire:
+        case .job, .deleteJob, .fire, .cancelJobs, .cancelledGone:
             break  // config jobs only: nothing runtime to keep
         }
     }

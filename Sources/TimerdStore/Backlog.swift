@@ -8,6 +8,8 @@
 /// - `setPaused`, `recordFire` and `recordConfigJobFire` replace the older held one of that name (a
 ///   `recordFire` without a scheduled time takes the older one's: it would have kept it);
 /// - `deleteJob` removes the job's row, runs and due fires: every older held change of those goes;
+/// - `markCancelled` and `deleteCancelled` (a `CANCEL` of many jobs and its deletions) are held as
+///   they come, never dropped;
 /// - `recordRun` beyond the `keep` newest held runs of its job would be pruned by the newer ones, and a
 ///   `recordDueFire` `keep` or more below the newest one's number likewise, or with its number (rewritten).
 ///
@@ -41,7 +43,7 @@ struct Backlog {
             case .recordFire(let job, _, _): (kind, name) = (.fire, job)
             case .deleteJob(let job): (kind, name) = (.delete, job)
             case .recordConfigJobFire(let job, _): (kind, name) = (.configFire, job)
-            case .recordRun, .recordDueFire: return nil
+            case .recordRun, .recordDueFire, .markCancelled, .deleteCancelled: return nil
             }
         }
 
@@ -79,7 +81,7 @@ struct Backlog {
             for kind in [StateKey.Kind.put, .paused, .fire, .delete] { drop(StateKey(kind, name)) }
             for slot in runs[name] ?? [] { remove(slot) }
             for slot in fires[name]?.values.map({ $0 }) ?? [] { remove(slot) }
-        case .recordRun, .recordDueFire:
+        case .recordRun, .recordDueFire, .markCancelled, .deleteCancelled:
             break
         }
         let slot = slots.count
@@ -98,6 +100,9 @@ struct Backlog {
             let oldest = Int64(fire.sequence) - Int64(max(keep, 0))
             let pruned = fires[fire.job]!.filter { $0.key != fire.sequence && Int64($0.key) <= oldest }
             for older in pruned.values { remove(older) }
+        case .markCancelled, .deleteCancelled:
+            // Held as they are, never given up: a cancel's progress, written in order with the rest.
+            break
         default:
             state[StateKey(change)!] = slot
         }

@@ -8,7 +8,8 @@ import TimerdSystem
 ///
 /// A transaction writes, in order: a snapshot of the jobs when the file had to be made again, the held
 /// background changes, then what was submitted since the last one (callers' batches each in a savepoint,
-/// all or nothing; background changes likewise, dropped one by one if SQLite refuses them). When it fails
+/// all or nothing; background changes likewise, those submitted one after the other together, dropped
+/// one by one if SQLite refuses them). When it fails
 /// as a whole (a storage fault: disk full, I/O error, read-only, the file removed or replaced), the
 /// batches fail, the background changes are held, the handle is closed (the next attempt opens the file
 /// afresh: a handle that saw a fault is not trusted, and no writable descriptor keeps the file system
@@ -202,14 +203,20 @@ final class Connection: @unchecked Sendable {
             try database.execute("BEGIN IMMEDIATE")
             if rebuilt { try writeSnapshot(database, dropped: &dropped) }
             droppedHeld = try writeBackground(held, database, dropped: &dropped)
+            // Background changes one after the other are written together (a cancel's deletions come a
+            // removal step each: together they are a few set-wise statements, not a few per step).
+            var background: [StoreChange] = []
             for unit in units {
                 switch unit {
                 case .critical(let changes, _):
+                    _ = try writeBackground(background, database, dropped: &dropped)
+                    background.removeAll()
                     let refused = try writeIsolated(changes, database)
                     results.append(refused.map { .failure($0) } ?? .success(()))
-                case .background(let changes): _ = try writeBackground(changes, database, dropped: &dropped)
+                case .background(let changes): background += changes
                 }
             }
+            _ = try writeBackground(background, database, dropped: &dropped)
             try commit(database)
         } catch {
             return failed(error, units: units, held: held)

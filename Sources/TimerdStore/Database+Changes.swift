@@ -1,21 +1,37 @@
 import TimerdCore
 
 extension Database {
-    /// Writes `changes` in order (inside the caller's transaction). A run of `deleteJob`s is deleted
-    /// set-wise, one statement per table for each `deleteChunk` jobs: a `CANCEL` of 100,000 jobs was
-    /// 300,000 statements before (deletes of different jobs commute, so the order still holds).
+    /// Writes `changes` in order (inside the caller's transaction). A run of `deleteJob`s and
+    /// `deleteCancelled`s is deleted set-wise, one statement per table for each `deleteChunk` jobs, the
+    /// cancels' progress written after: a `CANCEL` of 100,000 jobs was 300,000 statements before, and its
+    /// deletions behind the `OK` come 100 jobs each (deletes of different jobs commute, so the order
+    /// still holds).
     func apply(_ changes: [StoreChange]) throws(StoreError) {
         var deletes: [String] = []
+        var progress: [StoreChange] = []
         for change in changes {
-            if case .deleteJob(let name) = change {
+            switch change {
+            case .deleteJob(let name):
                 deletes.append(name)
                 continue
+            case .deleteCancelled(let id, let names, let done, let finished):
+                deletes += names
+                progress.append(.deleteCancelled(id: id, names: [], done: done, finished: finished))
+                continue
+            default:
+                break
             }
-            try deleteJobs(deletes)
+            try deleteJobs(deletes, then: progress)
             deletes.removeAll(keepingCapacity: true)
+            progress.removeAll()
             try apply(change)
         }
-        try deleteJobs(deletes)
+        try deleteJobs(deletes, then: progress)
+    }
+
+    private func deleteJobs(_ names: [String], then progress: [StoreChange]) throws(StoreError) {
+        try deleteJobs(names)
+        for change in progress { try apply(change) }
     }
 
     /// Jobs deleted by one statement per table; below 999 parameters, SQLite's limit before 3.32.
@@ -32,7 +48,7 @@ extension Database {
 
     /// Deletes the jobs, their runs and their due fires: a few one by one, many a chunk at a time (the last
     /// chunk padded with its last name, which an `IN` list does not mind).
-    private func deleteJobs(_ names: [String]) throws(StoreError) {
+    func deleteJobs(_ names: [String]) throws(StoreError) {
         guard names.count >= 8 else {
             for name in names { try apply(.deleteJob(name)) }
             return
@@ -97,6 +113,17 @@ extension Database {
                 INSERT INTO config_job_fires (name, last_scheduled) VALUES (?1, ?2)
                 ON CONFLICT (name) DO UPDATE SET last_scheduled = excluded.last_scheduled
                 """, [.text(name), SQLValue(lastScheduled)])
+        case .markCancelled(let id, let names):
+            try execute("INSERT INTO cancels (id, names) VALUES (?1, ?2)", [.integer(id), .text(names.joined(separator: "\n"))])
+            try execute("INSERT INTO cancels_done (id, done) VALUES (?1, 0)", [.integer(id)])
+        case .deleteCancelled(let id, let names, let done, let finished):
+            try deleteJobs(names)
+            if finished {
+                try execute("DELETE FROM cancels WHERE id = ?1", [.integer(id)])
+                try execute("DELETE FROM cancels_done WHERE id = ?1", [.integer(id)])
+            } else {
+                try execute("UPDATE cancels_done SET done = ?2 WHERE id = ?1", [.integer(id), .integer(Int64(done))])
+            }
         case .recordDueFire(let fire, let keep):
             try execute(
                 """
@@ -129,6 +156,8 @@ extension StoreChange {
         case .recordRun(let run, _): "recordRun \(run.run) of \(run.job)"
         case .recordConfigJobFire(let name, _): "recordConfigJobFire of \(name)"
         case .recordDueFire(let fire, _): "recordDueFire \(fire.sequence) of \(fire.job)"
+        case .markCancelled(let id, let names): "markCancelled \(id) of \(names.count) jobs"
+        case .deleteCancelled(let id, let names, _, _): "deleteCancelled \(id) of \(names.count) jobs"
         }
     }
 }

@@ -78,6 +78,15 @@ enum Schema {
             ) WITHOUT ROWID
             """,
         ]),
+        // A `CANCEL` of many jobs writes its jobs' names here, one row, and its `OK` is sent once that is
+        // durable; the jobs' rows are deleted behind it in steps, each moving `done` on in the same
+        // transaction, and the row goes with the last. Opening the file deletes the jobs of a row left
+        // (the names from `done` on) before anything reads it (`StoreFile.finishCancels`). `done` has a
+        // table of its own: an UPDATE rewrites the whole row, and the names can be megabytes.
+        Migration(version: 5, statements: [
+            "CREATE TABLE cancels (id INTEGER PRIMARY KEY, names TEXT NOT NULL)",
+            "CREATE TABLE cancels_done (id INTEGER PRIMARY KEY, done INTEGER NOT NULL DEFAULT 0)",
+        ]),
     ]
 
     static var currentVersion: Int { migrations.last?.version ?? 0 }

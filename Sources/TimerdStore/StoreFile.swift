@@ -39,6 +39,7 @@ enum StoreFile {
         do {
             try configure(database, synchronous: synchronous)
             try Schema.migrate(database, migrations: migrations)
+            try finishCancels(database)
             // The log a killed timerd left (up to 4 MB before SQLite reuses it) goes back into the file
             // and is cut to nothing: on a nearly full disk that room is what later writes need.
             try? database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -46,6 +47,32 @@ enum StoreFile {
         } catch {
             database.close()
             throw error
+        }
+    }
+
+    /// Deletes the jobs of every `CANCEL` answered whose deletions were not all written (a stop or crash
+    /// in between: `StoreChange.markCancelled`), the names from its `done` on, and its row, in one
+    /// transaction: a file opened has no job of a cancel answered. Nothing without the table (a file
+    /// opened with older migrations, in tests).
+    static func finishCancels(_ database: Database) throws(StoreError) {
+        let hasTable = try database.strings("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'cancels'")
+        guard !hasTable.isEmpty else { return }
+        let left = try database.query(
+            "SELECT cancels.id, cancels.names, coalesce(cancels_done.done, 0) FROM cancels LEFT JOIN cancels_done USING (id) ORDER BY id"
+        ) { row in (id: row.int(0), names: row.text(1), done: row.int(2)) }
+        guard !left.isEmpty else { return }
+        try database.executeScript("BEGIN IMMEDIATE")
+        do {
+            for cancel in left {
+                let names = cancel.names.split(separator: "\n").dropFirst(cancel.done).map(String.init)
+                try database.deleteJobs(names)
+            }
+            try database.executeScript("DELETE FROM cancels")
+            try database.executeScript("DELETE FROM cancels_done")
+            try database.executeScript("COMMIT")
+        } catch {
+            if database.inTransaction { try? database.executeScript("ROLLBACK") }
+            throw StoreError("\(database.path): deleting the jobs of a cancel answered before the stop: \(error.message)")
         }
     }
 

@@ -112,6 +112,13 @@ public enum StoreChange: Sendable, Equatable {
     /// Inserts or replaces the fire record (same job and sequence), then prunes that job's records to the
     /// newest `keep`.
     case recordDueFire(StoredFire, keep: Int)
+    /// A `CANCEL` of many jobs, durable in one row: the jobs named (in the order they will be deleted)
+    /// are as good as deleted, for opening the file deletes those still there (`deleteCancelled`
+    /// deletes them in steps). `id` is the caller's, unique among the rows left.
+    case markCancelled(id: Int64, names: [String])
+    /// The next of cancel `id`'s jobs deleted (their runs and due fires too), `done` of its names dealt
+    /// with now; `finished` deletes its row (all are).
+    case deleteCancelled(id: Int64, names: [String], done: Int, finished: Bool)
 }
 
 /// Whether the store can write (`timerctl stats`, `STATUS=`, the metrics file).

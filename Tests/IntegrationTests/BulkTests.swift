@@ -137,6 +137,42 @@ import Testing
         daemon.expectAlive()
     }
 
+    /// A `CANCEL` of many jobs is durable as one record of their names; their rows are deleted behind
+    /// the `OK`. Killed (`kill -9`) after the `OK` with only the first slice's rows deleted (failpoint
+    /// `hold-cancel-deletes`), the restarted daemon has none of them, the job that was not among them,
+    /// and a job added after the `OK` with the name of one of them (its row deleted before its name was
+    /// given back). Killed at once after an `OK` without the failpoint: none of them either.
+    @Test func aCancelOfManyJobsKilledBeforeItsRowsAreDeletedRestoresNoneOfThem() throws {
+        let directory = try makeTemporaryDirectory()
+        defer { removeTemporaryDirectory(directory) }
+        let state = directory + "/state"
+        do {
+            let daemon = try Daemon(environment: ["TIMERD_TEST_FAILPOINTS": "hold-cancel-deletes"], stateDirectory: state)
+            try Self.addMany(daemon)
+            #expect(try daemon.request("ADD other every=1h tag=keep command=true") == "OK")
+            let reply = try daemon.request("CANCEL tag=bulk")
+            #expect(reply.hasPrefix("OK {"), "\(reply.prefix(200))")
+            // The first name: among the first slice, whose rows were deleted before its names went back.
+            #expect(try daemon.request("ADD \(Self.name(0)) every=1h tag=again command=true") == "OK")
+            #expect(try daemon.listNames() == [Self.name(0), "other"])
+            daemon.stop(signal: SIGKILL)
+        }
+        do {
+            let daemon = try Daemon(stateDirectory: state)
+            #expect(try daemon.listNames() == [Self.name(0), "other"])
+            // Once more without the failpoint, killed right after the OK: whatever was deleted by then.
+            let client = try Client(path: daemon.socket)
+            try client.write((0..<Self.count).map { "ADD k\($0) every=1h tag=more command=true\n" }.joined())
+            for index in 0..<Self.count { #expect(try client.readLine() == "OK", "ADD k\(index)") }
+            let reply = try daemon.request("CANCEL tag=more")
+            #expect(reply.hasPrefix("OK {"), "\(reply.prefix(200))")
+            daemon.stop(signal: SIGKILL)
+        }
+        let again = try Daemon(stateDirectory: state)
+        #expect(try again.listNames() == [Self.name(0), "other"])
+        #expect(try again.request("SHOW \(Self.name(0))").contains(#""tags":["again"]"#))
+    }
+
     @Test func aCancelOfManyJobsThatCannotBeWrittenCancelsNone() throws {
         let directory = try makeTemporaryDirectory()
         defer { removeTemporaryDirectory(directory) }

@@ -86,6 +86,26 @@ import TimerdCore
         #expect(driver.engine.job(T.name("keep")) != nil, "nothing changed")
     }
 
+    /// The table's index of tags (`CANCEL tag=T`, `LIST tag=T`) follows every job in and out, and a
+    /// config job whose tags a reload changes.
+    @Test func theJobsOfATagAreFoundThroughEveryChange() {
+        var driver = Driver()
+        driver.handle(.reload([T.declared("conf", ["every": "1h", "tag": "old"])], maxRunning: 4))
+        _ = driver.add("a", ["every": "1h", "tag": "t"])
+        _ = driver.add("b", ["every": "1h", "tag": "t"])
+        _ = driver.add("c", ["every": "1h"])
+        #expect(driver.engine.names(withTag: "t") == [T.name("a"), T.name("b")])
+        #expect(driver.engine.names(withTag: "old") == [T.name("conf")])
+        driver.handle(.cancel([T.name("a")], by: T.root, checkOnly: false))
+        #expect(driver.engine.names(withTag: "t") == [T.name("b")])
+        driver.handle(.reload([T.declared("conf", ["every": "1h", "tag": "new"])], maxRunning: 4))
+        #expect(driver.engine.names(withTag: "old") == [])
+        #expect(driver.engine.names(withTag: "new") == [T.name("conf")])
+        driver.handle(.reload([], maxRunning: 4))
+        #expect(driver.engine.names(withTag: "new") == [])
+        #expect(driver.engine.names(withTag: "t") == [T.name("b")])
+    }
+
     @Test func newZoneRulesMoveACalendarJobsNextFire() {
         var driver = Driver(at: "2026-01-05T00:00:00Z")
         let spec = T.spec("daily", ["cron": "0 9 * * *"])

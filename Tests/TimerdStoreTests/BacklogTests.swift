@@ -46,6 +46,20 @@ import TimerdCore
         ])
     }
 
+    /// A cancel's record and its deletions are held as they come, in order with the rest, never dropped
+    /// (a job added again after its deletion must stay: `StateStoreTests`).
+    @Test func aCancelsChangesAreHeldInOrderAndNeverDropped() {
+        var backlog = Backlog(limit: 2)
+        let changes: [StoreChange] = [
+            .markCancelled(id: 3, names: ["a", "b"]), .deleteCancelled(id: 3, names: ["a"], done: 1, finished: false),
+            .putJob(job("a")), .recordRun(run("c", 1), keep: 10), .deleteCancelled(id: 3, names: ["b"], done: 2, finished: true),
+            .deleteJob("a"),
+        ]
+        let lost = backlog.append(contentsOf: changes)
+        #expect(lost == 1)
+        #expect(backlog.removeAll() == [changes[0], changes[1], changes[4], changes[5]])
+    }
+
     @Test func historyBeyondKeepIsNotHeld() {
         var backlog = Backlog(limit: 100)
         for number in 1...10 { #expect(backlog.append(.recordRun(run("a", number), keep: 3)) == 0) }

@@ -366,6 +366,91 @@ import TimerdCore
         #expect(try store.history(job: "new", limit: 5).map(\.node) == ["node-b"])
     }
 
+    /// A `CANCEL` of many jobs is one row (`markCancelled`), its jobs' rows deleted behind it in steps
+    /// (`deleteCancelled`): a file opened with the row still there (a crash in between) has none of the
+    /// jobs not deleted yet, keeps the rest, and a job added again after its own deletion.
+    @Test func openingDeletesTheJobsOfACancelLeftUnfinished() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let names = (0..<20).map { "a\($0)" }
+        do {
+            let (store, _) = try StateStore.open(directory: dir.path)
+            try store.applyAndWait(
+                (names + ["keep"]).map { .putJob(job($0)) } + (names + ["keep"]).map { .recordRun(run($0, 1), keep: 10) })
+            try store.applyAndWait([.markCancelled(id: 7, names: names)])
+            try store.applyAndWait([.deleteCancelled(id: 7, names: Array(names.prefix(5)), done: 5, finished: false)])
+            // Added again after its deletion (the daemon lets the name go only then).
+            try store.applyAndWait([.putJob(job("a2"))])
+            #expect(try store.jobs().map(\.name) == ["a10", "a11", "a12", "a13", "a14", "a15", "a16", "a17", "a18", "a19", "a2",
+                                                     "a5", "a6", "a7", "a8", "a9", "keep"])
+            store.close()
+        }
+        do {
+            let (store, recovered) = try StateStore.open(directory: dir.path)
+            #expect(recovered == nil)
+            #expect(try store.jobs().map(\.name) == ["a2", "keep"])
+            #expect(try store.history(job: "a9", limit: 5) == [])
+            #expect(try store.history(job: "keep", limit: 5) == [run("keep", 1)])
+            store.close()
+            let database = try Database(path: dir.path + "/state.db")
+            #expect(try database.strings("SELECT count(*) FROM cancels UNION ALL SELECT count(*) FROM cancels_done") == ["0", "0"])
+            database.close()
+        }
+        // A cancel that finished leaves no row; its jobs are gone, the others stay.
+        let (store, _) = try StateStore.open(directory: dir.path)
+        try store.applyAndWait([.putJob(job("b1")), .putJob(job("b2"))])
+        try store.applyAndWait([.markCancelled(id: 8, names: ["b1", "b2"])])
+        try store.applyAndWait([.deleteCancelled(id: 8, names: ["b1", "b2"], done: 2, finished: true)])
+        #expect(try store.jobs().map(\.name) == ["a2", "keep"])
+        store.close()
+        let database = try Database(path: dir.path + "/state.db")
+        defer { database.close() }
+        #expect(try database.strings("SELECT (SELECT count(*) FROM cancels) + (SELECT count(*) FROM cancels_done)") == ["0"])
+    }
+
+    /// A cancel's deletions behind the `OK` come one background change per removal step; those waiting
+    /// together are written together (set-wise), in order with what comes between them: a job added again
+    /// after its deletion stays, the row's progress follows, and the row goes with the last.
+    @Test func aCancelsDeletionsWaitingTogetherAreWrittenInOrder() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let (store, _) = try StateStore.open(
+            directory: dir.path, migrations: Schema.migrations, synchronous: .full, backgroundDelay: .seconds(3600))
+        let names = (0..<30).map { "a\($0)" }
+        try store.applyAndWait((names + ["keep"]).map { .putJob(job($0)) })
+        try store.applyAndWait([.markCancelled(id: 4, names: names)])
+        let before = store.transactions
+        store.record([.deleteCancelled(id: 4, names: Array(names[0..<10]), done: 10, finished: false)])
+        store.record([.deleteCancelled(id: 4, names: Array(names[10..<20]), done: 20, finished: false)])
+        store.record([.putJob(job("a3"))])
+        store.record([.deleteCancelled(id: 4, names: Array(names[20..<25]), done: 25, finished: false)])
+        #expect(try store.jobs().map(\.name) == ["a25", "a26", "a27", "a28", "a29", "a3", "keep"])
+        #expect(store.transactions == before + 1)
+        store.close()
+        // Killed here: opening deletes the rest, not the job added again.
+        let (again, _) = try StateStore.open(directory: dir.path)
+        defer { again.close() }
+        #expect(try again.jobs().map(\.name) == ["a3", "keep"])
+    }
+
+    /// A file of schema version 4 gets the cancel tables (version 5) and keeps its jobs.
+    @Test func version4FilesGetTheCancelTablesAndKeepTheirJobs() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        do {
+            let (store, _) = try StateStore.open(directory: dir.path, migrations: Array(Schema.migrations.prefix(4)), synchronous: .full)
+            try store.applyAndWait([.putJob(job("old")), .putJob(job("gone"))])
+            store.close()
+        }
+        let (store, recovered) = try StateStore.open(directory: dir.path)
+        defer { store.close() }
+        #expect(recovered == nil)
+        #expect(try store.jobs().map(\.name) == ["gone", "old"])
+        try store.applyAndWait([.markCancelled(id: 1, names: ["gone"])])
+        try store.applyAndWait([.deleteCancelled(id: 1, names: ["gone"], done: 1, finished: true)])
+        #expect(try store.jobs().map(\.name) == ["old"])
+    }
+
     @Test func failingMigrationLeavesTheVersionAlone() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
