@@ -202,7 +202,7 @@ struct spawn_block {
     char **argv;
     char **envp;
     const char *cwd;
-    int out;               // the output descriptor, always >= 3, the block's own duplicate
+    int out;               // the output descriptor, always >= 3 (a duplicate, closed once clone returns)
     unsigned fd_limit;     // close every descriptor below this when close_range is missing
     int has_credentials;
     uid_t uid;
@@ -313,10 +313,6 @@ static size_t count_strings(char *const list[], size_t *bytes) {
     return count;
 }
 
-static void free_block(struct spawn_block *block) {
-    close(block->out);
-    free(block);
-}
 
 int tsys_spawn_start(pid_t *pid, struct tsys_spawn_pending **pending, const char *path, char *const argv[],
                      char *const envp[], const char *cwd, int output_fd, const struct tsys_credentials *credentials) {
@@ -329,8 +325,10 @@ int tsys_spawn_start(pid_t *pid, struct tsys_spawn_pending **pending, const char
     struct spawn_block *block = aligned_alloc(64, (size + 63) & ~(size_t)63);
     if (block == NULL) return ENOMEM;
 
-    // The child's own duplicate of the output descriptor, never 0, 1 or 2 (the child would clobber
-    // it before duplicating it); close-on-exec, closed with the block.
+    // A duplicate of the output descriptor that is never 0, 1 or 2 (the child would clobber it before
+    // duplicating it). The child gets a copy of this process's descriptor table at clone (no
+    // CLONE_FILES), so the duplicate is closed here as soon as clone has returned: the child holds its
+    // own, and the pipe's reader sees end of file once the child and what it started have closed theirs.
     block->out = fcntl(output_fd, F_DUPFD_CLOEXEC, 3);
     if (block->out < 0) {
         int err = errno;
@@ -370,7 +368,8 @@ int tsys_spawn_start(pid_t *pid, struct tsys_spawn_pending **pending, const char
     sigfillset(&all);
     int err = pthread_sigmask(SIG_BLOCK, &all, &saved);
     if (err != 0) {
-        free_block(block);
+        close(block->out);
+        free(block);
         return err;
     }
     // The stack grows down on every architecture Swift supports on Linux: pass its top. The
@@ -379,8 +378,9 @@ int tsys_spawn_start(pid_t *pid, struct tsys_spawn_pending **pending, const char
                           block, NULL, NULL, &block->tid);
     if (child < 0) err = errno;
     pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    close(block->out);
     if (child < 0) {
-        free_block(block);
+        free(block);
         return err;
     }
     block->pid = child;
@@ -408,7 +408,7 @@ int tsys_spawn_finish(struct tsys_spawn_pending *pending, int *stage) {
     spawn_wait(pending);
     if (stage != NULL) *stage = block->stage;
     int err = block->stage == 0 ? 0 : (block->err != 0 ? block->err : EINVAL);
-    free_block(block);
+    free(block);
     return err;
 }
 

@@ -105,6 +105,30 @@ import TimerdTestSupport
         try child.pidfd.close()
     }
 
+    @Test func startLeavesTheOutputPipeToTheChild() throws {
+        // Once the caller has closed its write end, only the child holds the pipe: its reader sees end of
+        // file when the child is done with it, before anyone asks how the start went.
+        let pipe = try FileDescriptor.makePipe(nonBlockingRead: true)
+        defer { try? pipe.read.close() }
+        let (child, exec) = try Spawn.start(program: "/bin/sh", arguments: ["-c", "echo hi"], environment: [:], output: pipe.write)
+        try pipe.write.close()
+        var output: [UInt8] = []
+        var sawEnd = false
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !sawEnd, ContinuousClock.now < deadline {
+            switch try pipe.read.tryRead(upToCount: 4096) {
+            case nil: usleep(1_000)
+            case let bytes? where bytes.isEmpty: sawEnd = true
+            case let bytes?: output += bytes
+            }
+        }
+        #expect(sawEnd)
+        #expect(String(decoding: output, as: UTF8.self) == "hi\n")
+        #expect(try child.waitExit(blocking: true) == .exited(0))
+        #expect(exec.outcome() == nil)
+        try child.pidfd.close()
+    }
+
     @Test func startOfAProgramThatRunsReportsNoFailure() throws {
         let output = try FileDescriptor.openDevNull()
         defer { try? output.close() }
