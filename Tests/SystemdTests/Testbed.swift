@@ -405,6 +405,15 @@ final class Testbed: @unchecked Sendable {
 
         """
 
+    /// Under `make test-tsan`/`test-asan`: the sanitizers' options of the test run (their suppressions
+    /// above all), which systemd's clean environment would otherwise leave out of timerd's.
+    static func sanitizerEnvironment() -> String {
+        let environment = ProcessInfo.processInfo.environment
+        return ["TSAN_OPTIONS", "ASAN_OPTIONS", "LSAN_OPTIONS"].compactMap { key in
+            environment[key].map { "Environment=\"\(key)=\($0)\"\n" }
+        }.joined()
+    }
+
     /// Stops timerd (service and socket), writes the config and the units, and reloads systemd.
     func prepare(config: String, watchdog: Bool = false) throws {
         try stopAll()
@@ -416,7 +425,7 @@ final class Testbed: @unchecked Sendable {
         try fileManager.createDirectory(atPath: directory + "/timerd.socket.d", withIntermediateDirectories: true)
         try units.service.write(toFile: directory + "/timerd.service", atomically: true, encoding: .utf8)
         try units.socket.write(toFile: directory + "/timerd.socket", atomically: true, encoding: .utf8)
-        try (Self.safetyDropIn + "[Service]\nConfigurationDirectory=\nStateDirectory=\n")
+        try (Self.safetyDropIn + "[Service]\nConfigurationDirectory=\nStateDirectory=\n" + Self.sanitizerEnvironment())
             .write(toFile: directory + "/timerd.service.d/10-testbed.conf", atomically: true, encoding: .utf8)
         try Self.safetyDropIn.write(toFile: directory + "/timerd.socket.d/10-testbed.conf", atomically: true, encoding: .utf8)
         try mustSystemctl("daemon-reload")
