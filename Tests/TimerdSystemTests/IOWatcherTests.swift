@@ -56,6 +56,8 @@ import TimerdSystem
         queue.sync {
             watcher.cancel(quietWatch)
             if let busyWatch = runs.busyWatch.withLock({ $0 }) { watcher.cancel(busyWatch) }
+            // The busy handler holds `runs`, which holds the busy registration: break the cycle.
+            runs.busyWatch.withLock { $0 = nil }
         }
         let seen = try #require(runs.counts.withLock { $0.busyWhenQuietRan })
         #expect(seen - becomesReady <= 2, "the busy handler ran \(seen - becomesReady) more times before the quiet one")
