@@ -59,7 +59,7 @@ import Testing
         try leaving.write("LIST\n")
         var partial = [UInt8](repeating: 0, count: 4_096)
         #expect(recv(leaving.fd, &partial, partial.count, 0) > 0)
-        close(leaving.fd)
+        leaving.close()
         #expect(try daemon.listNames().count == Self.count + 2)
         daemon.expectAlive()
     }

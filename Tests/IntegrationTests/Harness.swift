@@ -213,7 +213,9 @@ func removeTemporaryDirectory(_ directory: String) {
 
 /// A blocking protocol client on one connection.
 final class Client {
-    let fd: Int32
+    /// -1 once closed: a descriptor is closed exactly once, since a second close would close whatever
+    /// another test running meanwhile has been given that number (seen as `recv failed: errno 9`).
+    private(set) var fd: Int32
     private var buffer: [UInt8] = []
 
     init(path: String) throws {
@@ -228,14 +230,23 @@ final class Client {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
         guard result == 0 else {
-            close(fd)
-            throw HarnessError("connect \(path): errno \(errno)")
+            let error = errno
+            // The object is fully initialised here, so its deinit runs when this throws: close once.
+            close()
+            throw HarnessError("connect \(path): errno \(error)")
         }
         var timeout = timeval(tv_sec: 20, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }
 
-    deinit { close(fd) }
+    deinit { close() }
+
+    /// Closes the connection (once; later calls do nothing).
+    func close() {
+        guard fd >= 0 else { return }
+        Glibc.close(fd)
+        fd = -1
+    }
 
     func write(_ bytes: [UInt8]) throws {
         var offset = 0
