@@ -205,8 +205,7 @@ public final class StateStore: Sendable {
     /// history is given up (`counters.lost`), job state never. One SQLite refuses for what it is (not a
     /// storage fault) is dropped and reported through `onDiagnostic`.
     public func record(_ changes: [StoreChange]) {
-        let connection = connection
-        connection.queue.async { connection.submitBackground(changes) }
+        connection.post(changes)
     }
 
     /// Applies `changes` (with whatever is pending) and returns once they are durably committed.

@@ -158,7 +158,7 @@ import TimerdCore
         let before = store.transactions
         for number in 1...50 {
             store.record([.recordFire("a", runs: number, lastScheduled: t0 + .seconds(Int64(number))), .recordRun(run("a", number), keep: 100)])
-            // Each record handled on the store's queue (and any attempt it started) before the next.
+            // Whatever the store's queue has been given so far has run (and any attempt it started).
             store.connection.queue.sync {}
             store.connection.queue.sync {}
         }
