@@ -3,7 +3,8 @@ import TimerdCore
 import TimerdEngine
 import TimerdSystem
 
-/// Starts job runs as child processes, on a serial queue of its own (never the registry's).
+/// Starts job runs as child processes, on a serial queue that shares the registry's lane
+/// (`QueueExecutor.core`): nothing here blocks, and a run handed over is then no thread wake-up.
 ///
 /// Each run gets its own session and process group, stdin from /dev/null, and stdout+stderr on one pipe
 /// whose lines are logged with the job name; the last `Limits.outputTailBytes` are kept for `show`.
@@ -16,7 +17,7 @@ import TimerdSystem
 /// that one slow start did not hold up the others. Looking up the account of a run as another user
 /// (NSS, which may ask a directory server) happens on a queue of its own too.
 final class CommandLauncher: RunLauncher {
-    private let executor = QueueExecutor(label: "timerd.runs")
+    private let executor = QueueExecutor(label: "timerd.runs", target: QueueExecutor.core)
     private let log: Logger
     private let clock: any Clock
     /// Where accounts are looked up (`RunAs`), off the runs' queue.

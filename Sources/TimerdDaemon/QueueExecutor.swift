@@ -5,8 +5,15 @@ import Dispatch
 final class QueueExecutor: SerialExecutor {
     let queue: DispatchQueue
 
-    init(label: String) {
-        queue = DispatchQueue(label: label)
+    /// What the registry's and the runs' queues target: one serial lane, so a hand-over between them
+    /// (a fire's run to the launcher, a run's events back) is the next block on the thread already
+    /// draining it, not a wake-up of another thread; at 1,000 fires/s that was most of the daemon's
+    /// thread wake-ups (`docs/performance.md`, "Fire to command (round 5)"). Neither blocks.
+    static let core = DispatchQueue(label: "timerd.core")
+
+    /// `target`: the queue whose lane it shares (nil: a lane of its own).
+    init(label: String, target: DispatchQueue? = nil) {
+        queue = DispatchQueue(label: label, target: target)
     }
 
     func enqueue(_ job: consuming ExecutorJob) {

@@ -81,7 +81,7 @@ actor Registry {
 
     init(launcher: any RunLauncher, log: Logger, maxRunning: Int, baseEnvironment: [KeyValue], store: StateStore? = nil,
          access: AccessControl = AccessControl(AccessSettings()), clock: any Clock = HostClock(), seed: UInt64? = nil) {
-        self.executor = QueueExecutor(label: "timerd.registry")
+        self.executor = QueueExecutor(label: "timerd.registry", target: QueueExecutor.core)
         self.access = access
         self.store = store
         self.launcher = launcher
