@@ -547,6 +547,29 @@ int tsys_epoll_wait(int epfd, unsigned long long *ids, unsigned *events, int max
 
 int tsys_eventfd(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
 
+int tsys_timer_fd(int realtime) {
+    return timerfd_create(realtime ? CLOCK_REALTIME : CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+}
+
+int tsys_timer_fd_set(int fd, long long at_ns) {
+    struct itimerspec spec = {{0, 0}, {0, 0}};
+    if (at_ns >= 0) {
+        // it_value zero would disarm it: the first nanosecond is as good as any past instant.
+        long long at = at_ns > 0 ? at_ns : 1;
+        spec.it_value.tv_sec = (time_t)(at / 1000000000LL);
+        spec.it_value.tv_nsec = (long)(at % 1000000000LL);
+    }
+    return timerfd_settime(fd, TFD_TIMER_ABSTIME, &spec, NULL);
+}
+
+int tsys_timer_fd_drain(int fd) {
+    unsigned long long expirations;
+    ssize_t n = read(fd, &expirations, sizeof expirations);
+    if (n == (ssize_t)sizeof expirations) return 1;
+    if (n < 0 && (errno == EAGAIN || errno == ECANCELED)) return 0;
+    return -1;
+}
+
 static int arm_clock_change_fd(int fd) {
     // The far future: the timer never expires, it only gets cancelled when the clock is set.
     struct itimerspec spec = {.it_value = {.tv_sec = (time_t)1 << 40}};

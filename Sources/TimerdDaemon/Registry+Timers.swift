@@ -1,21 +1,34 @@
 import Dispatch
 import TimerdCore
 import TimerdEngine
+import TimerdSystem
 
-/// The registry's timers: every armed job's deadline in a `DeadlineQueue`, and one Dispatch timer per
-/// clock set for the first deadline on it. One armed Dispatch timer per job cost 524 bytes of resident
-/// memory each, more than half of an idle job (`docs/architecture.md`, "Timers").
+/// The registry's timers: every armed job's deadline in a `DeadlineQueue`, and one kernel timer per
+/// clock (`TimerDescriptor`, watched by the `IOWatcher`) set for the first deadline on it. One armed
+/// Dispatch timer per job cost 524 bytes of resident memory each, more than half of an idle job
+/// (`docs/architecture.md`, "Timers").
 struct RegistryTimers {
     var queue = DeadlineQueue()
-    /// Per clock (`DeadlineQueue.ClockKind.rawValue`): its Dispatch timer, made when first needed.
-    var sources: [(any DispatchSourceTimer)?] = [nil, nil]
-    /// Per clock: the wake its Dispatch timer is set for (nil: not set, or it has gone off).
+    /// Per clock (`DeadlineQueue.ClockKind.rawValue`): its timer, made when first needed.
+    var clocks: [ClockTimer?] = [nil, nil]
+    /// Per clock: the wake its timer is set for (nil: not set, or it has gone off).
     var setFor: [DeadlineQueue.Wake?] = [nil, nil]
     /// While due jobs are being delivered, setting the timers waits for the end.
     var delivering = false
 }
 
-/// Arming, disarming and the two Dispatch timers (see `RegistryTimers`).
+/// One clock's timer and its watch.
+struct ClockTimer {
+    let timer: TimerDescriptor
+    let watch: IOWatcher.Registration
+
+    func close() {
+        IOWatcher.shared.cancel(watch)
+        try? timer.fd.close()
+    }
+}
+
+/// Arming, disarming and the two clocks' timers (see `RegistryTimers`).
 extension Registry {
     /// Arms (or re-arms) the job for `deadline`, then moves its clock's timer if its wake changed.
     func arm(_ name: JobName, jobID: UInt64, _ deadline: Deadline, leeway: Duration) {
@@ -30,44 +43,57 @@ extension Registry {
         for kind in DeadlineQueue.ClockKind.allCases { setTimer(kind) }
     }
 
-    /// Sets `kind`'s Dispatch timer for the queue's wake on that clock (or for never), unless it is set
-    /// for that already. Monotonic wakes are Dispatch deadlines as they are; a wall wake is set as a delay
-    /// from the wall clock's now, so it is set again when the clock is set (`wallClockChanged`).
-    ///
-    /// The timers are `.strict`: a window of zero (a job with no leeway is due) stays zero, and a wider
-    /// window is given as the leeway.
+    /// Sets `kind`'s timer for the queue's wake on that clock (or for never), unless it is set for that
+    /// already. It goes off at the wake's earliest instant, the first deadline, as a Dispatch timer with
+    /// that leeway did on Linux; the rest of the window is what lets jobs due within it go together.
+    /// Monotonic wakes are instants on `CLOCK_MONOTONIC` as they are. A wall wake is set on
+    /// `CLOCK_REALTIME` as the host's now plus its distance from `clock`'s wall now (they differ under the
+    /// test clock), so it is set again when the clock is set (`wallClockChanged`); on `CLOCK_REALTIME` it
+    /// still goes off on time after a suspend.
     func setTimer(_ kind: DeadlineQueue.ClockKind, force: Bool = false) {
         guard !timers.delivering else { return }
         let wake = timers.queue.wake(kind)
         guard force || wake != timers.setFor[kind.rawValue] else { return }
         timers.setFor[kind.rawValue] = wake
-        guard let wake else {
-            switch kind {
-            case .mono: timers.sources[kind.rawValue]?.schedule(deadline: .distantFuture, repeating: .never)
-            case .wall: timers.sources[kind.rawValue]?.schedule(wallDeadline: .distantFuture, repeating: .never)
+        do {
+            guard let wake else {
+                try timers.clocks[kind.rawValue]?.timer.disarm()
+                return
             }
-            return
-        }
-        let source = timerSource(kind)
-        let leeway = DispatchTimeInterval.nanoseconds(Int(wake.leeway))
-        switch kind {
-        case .mono:
-            source.schedule(deadline: DispatchTime(uptimeNanoseconds: UInt64(max(1, wake.earliest))), repeating: .never, leeway: leeway)
-        case .wall:
-            let delay = max(.zero, WallTime(nanosecondsSinceEpoch: wake.earliest) - clock.wallNow)
-            source.schedule(wallDeadline: .now() + .nanoseconds(Int(delay.nanoseconds)), repeating: .never, leeway: leeway)
+            let timer = clockTimer(kind).timer
+            switch kind {
+            case .mono:
+                try timer.set(at: wake.earliest)
+            case .wall:
+                let delay = WallTime(nanosecondsSinceEpoch: wake.earliest) - clock.wallNow
+                try timer.set(at: (HostClock.wall() + max(.zero, delay)).nanosecondsSinceEpoch)
+            }
+        } catch {
+            // Only for arguments the kernel refuses, which these are not; said in case.
+            log.error("cannot set the \(kind) timer: \(error)")
         }
     }
 
-    private func timerSource(_ kind: DeadlineQueue.ClockKind) -> any DispatchSourceTimer {
-        if let source = timers.sources[kind.rawValue] { return source }
-        let source = DispatchSource.makeTimerSource(flags: .strict, queue: queue)
-        source.setEventHandler { [unowned self] in
-            self.assumeIsolated { $0.timerFired(kind) }
+    private func clockTimer(_ kind: DeadlineQueue.ClockKind) -> ClockTimer {
+        if let made = timers.clocks[kind.rawValue] { return made }
+        let made: ClockTimer
+        do {
+            let timer = try TimerDescriptor(clock: kind == .mono ? .monotonic : .realtime)
+            let watch = try IOWatcher.shared.watch(timer.fd, for: .readable, on: queue) { [unowned self] _ in
+                self.assumeIsolated { registry in
+                    // Not gone off when it was set again after it went off: nothing to do.
+                    guard (try? timer.acknowledge()) != false else { return }
+                    registry.timerFired(kind)
+                }
+            }
+            made = ClockTimer(timer: timer, watch: watch)
+        } catch {
+            // At the first deadline, early in the start, with descriptors to spare: as for the watcher's
+            // own epoll instance, nothing could fire without it.
+            fatalError("cannot make the \(kind) timer: \(error)")
         }
-        source.activate()
-        timers.sources[kind.rawValue] = source
-        return source
+        timers.clocks[kind.rawValue] = made
+        return made
     }
 
     /// Delivers what is due on either clock by now, as the timers would when they go off. For the start

@@ -95,6 +95,11 @@ actor Registry {
             daemonUID: Client.daemonUID))
     }
 
+    deinit {
+        // The clocks' timers are descriptors (a registry of a test goes away; the daemon's never does).
+        for clock in timers.clocks { clock?.close() }
+    }
+
     /// Runs `body` on the registry's queue, isolated, without a task hop (for Dispatch handlers and launchers).
     nonisolated func enqueue(_ body: @escaping @Sendable (isolated Registry) -> Void) {
         queue.async { self.assumeIsolated { body($0) } }

@@ -67,7 +67,7 @@ struct Report {
             text += "| `ADD` pipelined on one connection | \(fmt(scale.pipelined_seconds, 2)) s (\(fmt(scale.pipelined_adds_per_second, 0)) /s) |\n"
             text += "| `ADD`, one connection per request | \(fmt(scale.per_client_seconds, 2)) s (\(fmt(scale.per_client_adds_per_second, 0)) /s) |\n"
             text += "| Resident memory before → after | \(mib(scale.rss_before_kb)) → \(mib(scale.rss_after_kb)) |\n"
-            text += "| Memory per job | \(fmt(scale.bytes_per_job, 0)) bytes, its deadline included (one Dispatch timer per "
+            text += "| Memory per job | \(fmt(scale.bytes_per_job, 0)) bytes, its deadline included (one kernel timer per "
             text += "clock for all jobs; an armed Dispatch timer source per job would be \(fmt(scale.dispatch_timer_bytes, 0)) more, "
             text += "measured alone: `timerd-bench dispatch-timers \(scale.jobs)`) |\n"
             text += "| `LIST` (all jobs) | \(fmt(scale.list_seconds * 1000, 0)) ms, \(fmt(Double(scale.list_bytes) / 1_048_576, 1)) MiB reply |\n"

@@ -143,6 +143,18 @@ int tsys_epoll_wait(int epfd, unsigned long long *ids, unsigned *events, int max
 /// eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK). Returns the fd or -1.
 int tsys_eventfd(void);
 
+/// timerfd_create on CLOCK_MONOTONIC (realtime 0) or CLOCK_REALTIME, TFD_CLOEXEC | TFD_NONBLOCK.
+/// Returns the fd or -1.
+int tsys_timer_fd(int realtime);
+
+/// timerfd_settime with TFD_TIMER_ABSTIME: expires at `at_ns` on the fd's clock (an instant already past
+/// at once), or never when `at_ns` < 0. Returns 0 or -1.
+int tsys_timer_fd_set(int fd, long long at_ns);
+
+/// Reads the expiration count after the fd became readable: 1 when it had expired, 0 when there was
+/// nothing to read (EAGAIN), -1 on another error (errno set).
+int tsys_timer_fd_drain(int fd);
+
 /// A CLOCK_REALTIME timerfd (TFD_CLOEXEC | TFD_NONBLOCK) armed for the far future with
 /// TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, so it becomes readable when the wall clock is set (or
 /// stepped, or the system resumes). Returns the fd or -1.
