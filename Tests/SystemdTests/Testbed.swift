@@ -154,7 +154,10 @@ final class Testbed: @unchecked Sendable {
         }
         let guardian = Process()
         guardian.executableURL = URL(fileURLWithPath: "/bin/bash")
-        guardian.arguments = [scratch + "/guardian.sh", String(getpid()), String(unshare.processIdentifier), String(systemdPID)]
+        guardian.arguments = [
+            scratch + "/guardian.sh", String(getpid()), String(unshare.processIdentifier), String(systemdPID), scratch,
+            ProcessInfo.processInfo.environment["TIMERD_TEST_KEEP"] != nil ? "keep" : "",
+        ]
         guardian.standardInput = FileHandle.nullDevice
         guardian.standardOutput = console
         guardian.standardError = console
@@ -443,12 +446,21 @@ final class Testbed: @unchecked Sendable {
     /// polls while both the test process and the unshare process exist; it only signals a PID that is still
     /// a `systemd` child of that unshare process.
     private static let guardianScript = #"""
-        test=$1 unshare=$2 systemd=$3
+        test=$1 unshare=$2 systemd=$3 scratch=$4 keep=$5
         while [ -e "/proc/$test" ] && [ -e "/proc/$unshare" ]; do sleep 1; done
         if [ -e "/proc/$unshare" ] && [ "$(cat "/proc/$systemd/comm" 2>/dev/null)" = systemd ] \
            && grep -qE "^PPid:[[:space:]]+$unshare\$" "/proc/$systemd/status"; then
           echo "guardian: test process $test is gone; powering off the test systemd (host PID $systemd)"
           kill -s RTMIN+4 "$systemd"
         fi
+        # The test process ended without its teardown (killed, crashed): once the unshare has exited, do
+        # what the teardown would have, so no cgroup or scratch directory is left behind.
+        [ -e "/proc/$test" ] && exit 0
+        for _ in $(seq 60); do [ -e "/proc/$unshare" ] || break; sleep 1; done
+        [ -e "/proc/$unshare" ] && exit 0
+        while read -r root; do
+          case $root in /sys/fs/cgroup/*timerd-testbed-*) find "$root" -depth -type d -exec rmdir {} \; 2>/dev/null ;; esac
+        done < "$scratch/cgroups"
+        [ "$keep" = keep ] || rm -rf "$scratch"
         """#
 }
