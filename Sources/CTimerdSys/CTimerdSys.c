@@ -77,7 +77,7 @@ int tsys_pipe_cloexec(int fds[2], int nonblocking_read) {
 // Spawning, with an optional change of identity between clone and execve.
 //
 // posix_spawn cannot change credentials, so this does what glibc's posix_spawn does itself: the
-// child is made with clone(CLONE_VM) on a stack of its own. CLONE_VM shares this process's memory
+// child is made with clone3(CLONE_VM) on a stack of its own. CLONE_VM shares this process's memory
 // (no page tables to copy, so it costs the same as posix_spawn whatever the size of the daemon).
 //
 // Unlike posix_spawn (CLONE_VFORK), the calling thread does not wait for the child to call execve:
@@ -109,15 +109,81 @@ int tsys_pipe_cloexec(int fds[2], int nonblocking_read) {
 //   can run on the child's side of the shared memory;
 // - the child's functions are built without sanitizer instrumentation (CHILD_CODE).
 
-// glibc's own name for clone(), the same function. ThreadSanitizer intercepts `clone` as if it were
-// fork (it resets its state in the child, which here shares the parent's memory) and not `__clone`.
-extern int __clone(int (*fn)(void *), void *stack, int flags, void *arg, ...);
-
 #if defined(__clang__)
 #define CHILD_CODE __attribute__((no_sanitize("thread", "address"), disable_sanitizer_instrumentation))
 #else
 #define CHILD_CODE __attribute__((no_sanitize_thread, no_sanitize_address))
 #endif
+
+#ifndef SYS_clone3
+#define SYS_clone3 435
+#endif
+#define TSYS_CLONE_INTO_CGROUP 0x200000000ULL
+
+// The kernel's struct clone_args (linux/sched.h, CLONE_ARGS_SIZE_VER2: with `cgroup`).
+struct tsys_clone_args {
+    uint64_t flags;
+    uint64_t pidfd;
+    uint64_t child_tid;
+    uint64_t parent_tid;
+    uint64_t exit_signal;
+    uint64_t stack;
+    uint64_t stack_size;
+    uint64_t tls;
+    uint64_t set_tid;
+    uint64_t set_tid_size;
+    uint64_t cgroup;
+};
+
+// clone3 that runs `fn(arg)` in the child on the stack `args` names, as glibc's own clone3 wrapper
+// does (which it does not export): the child returns from the system call on its new stack with none
+// of this function's frame, so it may touch nothing but registers before calling `fn`, which must not
+// return (spawn_child ends in execve or exit_group; the exit below is a guard). Returns the child's
+// pid, or -errno, in the parent. ThreadSanitizer does not intercept it (it treats glibc's `clone` as
+// a fork and would reset its state in a child that shares the parent's memory).
+CHILD_CODE __attribute__((noinline)) static long clone3_run(struct tsys_clone_args *args, int (*fn)(void *), void *arg) {
+#if defined(__x86_64__)
+    register void *function __asm__("r12") = (void *)fn;
+    register void *argument __asm__("r13") = arg;
+    long ret;
+    __asm__ volatile("syscall\n\t"
+                     "test %%rax, %%rax\n\t"
+                     "jnz 1f\n\t"
+                     "xor %%ebp, %%ebp\n\t"
+                     "mov %%r13, %%rdi\n\t"
+                     "call *%%r12\n\t"
+                     "mov %%eax, %%edi\n\t"
+                     "mov %[exit], %%eax\n\t"
+                     "syscall\n\t"
+                     "hlt\n"
+                     "1:"
+                     : "=a"(ret)
+                     : "a"((long)SYS_clone3), "D"(args), "S"(sizeof *args), "r"(function), "r"(argument),
+                       [exit] "i"(SYS_exit)
+                     : "rcx", "r11", "memory");
+    return ret;
+#elif defined(__aarch64__)
+    register long x8 __asm__("x8") = SYS_clone3;
+    register long x0 __asm__("x0") = (long)args;
+    register long x1 __asm__("x1") = (long)sizeof *args;
+    register void *function __asm__("x19") = (void *)fn;
+    register void *argument __asm__("x20") = arg;
+    __asm__ volatile("svc 0\n\t"
+                     "cbnz x0, 1f\n\t"
+                     "mov x29, xzr\n\t"
+                     "mov x0, x20\n\t"
+                     "blr x19\n\t"
+                     "mov x8, %[exit]\n\t"
+                     "svc 0\n"
+                     "1:"
+                     : "+r"(x0)
+                     : "r"(x8), "r"(x1), "r"(function), "r"(argument), [exit] "i"(SYS_exit)
+                     : "x30", "memory");
+    return x0;
+#else
+#error "clone3_run: add this architecture's clone3 sequence"
+#endif
+}
 
 // A system call without errno: returns the result, or -errno (-4095 ... -1) on failure.
 #if defined(__x86_64__)
@@ -315,7 +381,8 @@ static size_t count_strings(char *const list[], size_t *bytes) {
 
 
 int tsys_spawn_start(pid_t *pid, struct tsys_spawn_pending **pending, const char *path, char *const argv[],
-                     char *const envp[], const char *cwd, int output_fd, const struct tsys_credentials *credentials) {
+                     char *const envp[], const char *cwd, int output_fd, const struct tsys_credentials *credentials,
+                     int cgroup_fd) {
     if (credentials != NULL && credentials->group_count > INT_MAX) return EINVAL;
 
     size_t strings = strlen(path) + 1 + (cwd != NULL ? strlen(cwd) + 1 : 0);
@@ -372,11 +439,21 @@ int tsys_spawn_start(pid_t *pid, struct tsys_spawn_pending **pending, const char
         free(block);
         return err;
     }
-    // The stack grows down on every architecture Swift supports on Linux: pass its top. The
-    // release store of everything above happens before clone (a system call, a full barrier).
-    pid_t child = __clone(spawn_child, block->stack + SPAWN_STACK_SIZE, CLONE_VM | CLONE_CHILD_CLEARTID | SIGCHLD,
-                          block, NULL, NULL, &block->tid);
-    if (child < 0) err = errno;
+    // clone3 takes the stack's lowest address and size (the kernel starts the child at the top). The
+    // release store of everything above happens before clone3 (a system call, a full barrier). With
+    // a cgroup, the child is born in it: nothing it does, not even a fork before its execve, runs
+    // outside it.
+    struct tsys_clone_args args = {
+        .flags = CLONE_VM | CLONE_CHILD_CLEARTID | (cgroup_fd >= 0 ? TSYS_CLONE_INTO_CGROUP : 0),
+        .child_tid = (uint64_t)(uintptr_t)&block->tid,
+        .exit_signal = SIGCHLD,
+        .stack = (uint64_t)(uintptr_t)block->stack,
+        .stack_size = SPAWN_STACK_SIZE,
+        .cgroup = cgroup_fd >= 0 ? (uint64_t)cgroup_fd : 0,
+    };
+    long ret = clone3_run(&args, spawn_child, block);
+    pid_t child = ret < 0 ? -1 : (pid_t)ret;
+    if (ret < 0) err = (int)-ret;
     pthread_sigmask(SIG_SETMASK, &saved, NULL);
     close(block->out);
     if (child < 0) {

@@ -35,6 +35,9 @@ public struct SpawnError: Error, Sendable, Equatable, CustomStringConvertible {
         case invalidArgument
         /// The child started but could not be tracked (pidfd_open failed); it was killed.
         case tracking
+        /// The child could not be created in the cgroup it was given (clone3 with `CLONE_INTO_CGROUP`
+        /// failed: not a cgroup v2 directory, a cgroup with controllers that has children, a limit).
+        case cgroup
     }
 
     public var stage: Stage
@@ -71,6 +74,8 @@ public struct SpawnError: Error, Sendable, Equatable, CustomStringConvertible {
             "cannot start \(program): an argument or environment entry contains a NUL byte or a bad name"
         case .tracking:
             "cannot track \(program) after starting it: \(errno)"
+        case .cgroup:
+            "cannot start \(program) in its cgroup: \(errno)"
         }
     }
 }
@@ -114,7 +119,7 @@ public struct ChildProcess: Sendable, Hashable {
     }
 }
 
-/// Starting commands: clone (CLONE_VM) and execve, with an optional change of identity in between
+/// Starting commands: clone3 (CLONE_VM) and execve, with an optional change of identity in between
 /// (see `tsys_spawn_start` in CTimerdSys).
 public enum Spawn {
     /// The search path used when `environment` has no PATH.
@@ -135,11 +140,14 @@ public enum Spawn {
     /// CAP_SETGID); otherwise it fails with EPERM, even for the caller's own ids. The PATH search
     /// still runs with the caller's identity. Without `credentials`, the child keeps the caller's.
     ///
+    /// With `cgroup` (a cgroup v2 directory, `CgroupDirectory.open`), the child is created inside that
+    /// cgroup, so nothing it starts, even before its `execve`, runs outside it.
+    ///
     /// Safe to call from any thread. Throws `SpawnError` with the errno of the failure and what
     /// it concerned (the program, the working directory or the credentials), as the child
     /// reported it; nothing is left running then and nothing of `program` ran.
     ///
-    /// The corresponding C functions are `clone`, `setgroups`, `setresgid`, `setresuid`, `chdir`,
+    /// The corresponding C functions are `clone3`, `setgroups`, `setresgid`, `setresuid`, `chdir`,
     /// `execve` (in `tsys_spawn_start`) and `pidfd_open`.
     public static func run(
         program: String,
@@ -147,11 +155,12 @@ public enum Spawn {
         environment: [String: String],
         workingDirectory: String? = nil,
         credentials: Credentials? = nil,
-        output: FileDescriptor
+        output: FileDescriptor,
+        cgroup: FileDescriptor? = nil
     ) throws(SpawnError) -> ChildProcess {
         let started = try start(
             program: program, arguments: arguments, environment: environment, workingDirectory: workingDirectory,
-            credentials: credentials, output: output)
+            credentials: credentials, output: output, cgroup: cgroup)
         if let failure = started.exec.outcome() {
             _ = try? started.child.waitExit(blocking: true)
             try? started.child.pidfd.close()
@@ -169,7 +178,7 @@ public enum Spawn {
     ///
     /// Throws what `run` throws before the child exists: arguments, the PATH search, clone, pidfd_open.
     ///
-    /// The corresponding C functions are `clone`, `setgroups`, `setresgid`, `setresuid`, `chdir`,
+    /// The corresponding C functions are `clone3`, `setgroups`, `setresgid`, `setresuid`, `chdir`,
     /// `execve` (in `tsys_spawn_start`) and `pidfd_open`.
     public static func start(
         program: String,
@@ -177,7 +186,8 @@ public enum Spawn {
         environment: [String: String],
         workingDirectory: String? = nil,
         credentials: Credentials? = nil,
-        output: FileDescriptor
+        output: FileDescriptor,
+        cgroup: FileDescriptor? = nil
     ) throws(SpawnError) -> (child: ChildProcess, exec: PendingExec) {
         let failure = { @Sendable (stage: SpawnError.Stage, errno: Errno) -> SpawnError in
             SpawnError(
@@ -212,11 +222,11 @@ public enum Spawn {
                 withCCredentials(credentials) { credentialsPointer in
                     tsys_spawn_start(
                         &pid, &pending, path, argvPointer, envpPointer, workingDirectory, output.rawValue,
-                        credentialsPointer)
+                        credentialsPointer, cgroup?.rawValue ?? -1)
                 }
             }
         }
-        guard status == 0, let pending else { throw failure(.program, Errno(rawValue: status)) }
+        guard status == 0, let pending else { throw failure(cgroup == nil ? .program : .cgroup, Errno(rawValue: status)) }
         let exec = PendingExec(pending, failure: failure)
 
         let pidfd = tsys_pidfd_open(pid)

@@ -52,6 +52,24 @@ import TimerdTestSupport
         #expect(error?.description == "cannot start /no/such: No such file or directory (ENOENT)")
     }
 
+    @Test func aDescriptorThatIsNotACgroupIsRefusedAndNothingStarts() throws {
+        // A cgroup is a directory of the cgroup v2 file system; any other directory is refused by clone3.
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let notACgroup = try FileDescriptor.open(directory.path, .readOnly, options: .directory)
+        defer { try? notACgroup.close() }
+        let devNull = try FileDescriptor.openDevNull()
+        defer { try? devNull.close() }
+        let marker = directory.path + "/ran"
+        let error = #expect(throws: SpawnError.self) {
+            try Spawn.run(program: "/bin/sh", arguments: ["-c", "touch \(marker)"], environment: [:], output: devNull,
+                          cgroup: notACgroup)
+        }
+        #expect(error?.stage == .cgroup)
+        #expect(error?.description.hasPrefix("cannot start /bin/sh in its cgroup: ") == true)
+        #expect(!FileSystem.fileExists(marker))
+    }
+
     @Test func nonExecutableProgramIsEACCES() throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }

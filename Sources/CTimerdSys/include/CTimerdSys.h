@@ -69,8 +69,12 @@ struct tsys_spawn_pending;
 /// execve is known once it has left this process's memory, at its execve or its exit
 /// (tsys_spawn_settled; certainly once it has been seen to exit); a child that failed before
 /// execve stores why in `*pending` and exits with status 127.
+///
+/// With `cgroup_fd` >= 0 (a cgroup v2 directory opened O_RDONLY | O_DIRECTORY), the child is created
+/// in that cgroup (clone3 with CLONE_INTO_CGROUP, Linux 5.7); -1 leaves it in the caller's.
 int tsys_spawn_start(pid_t *pid, struct tsys_spawn_pending **pending, const char *path, char *const argv[],
-                     char *const envp[], const char *cwd, int output_fd, const struct tsys_credentials *credentials);
+                     char *const envp[], const char *cwd, int output_fd, const struct tsys_credentials *credentials,
+                     int cgroup_fd);
 
 /// 1 once the child of `pending` has called execve successfully or exited; 0 before. Never blocks.
 int tsys_spawn_settled(const struct tsys_spawn_pending *pending);
