@@ -85,6 +85,7 @@ package struct Flag: Sendable, Equatable {
         "argv": ("WORDS", "Run a program without a shell, given as one quoted string."),
         "timeout": ("DUR", "Stop a run that takes longer than DUR."),
         "kill_grace": ("DUR", "Wait DUR between SIGTERM and SIGKILL (default \(DurationText.format(Limits.defaultKillGrace)))."),
+        "kill_mode": ("MODE", "What stopping a run signals: control-group (default: all it started), mixed or process."),
         "overlap": ("POLICY", "When still running at a fire: skip (default), queue, allow or replace."),
         "env": ("NAME=VALUE", "Set an environment variable for the command (repeatable)."),
         "meta": ("KEY=VALUE", "Attach user info, passed as TIMERD_META_KEY (repeatable)."),

@@ -18,6 +18,7 @@ struct RareKeys: Equatable, Sendable {
         var onFailure: NotifyTarget?
         var onRecovery: NotifyTarget?
         var cluster: Bool?
+        var killMode: KillMode?
     }
 
     private final class Box: Sendable {
@@ -63,6 +64,12 @@ extension JobSpec {
     public var count: Int? {
         get { rare.values.count }
         set { rare.values.count = newValue }
+    }
+
+    /// What stopping a run signals (nil: `KillMode.controlGroup`).
+    public var killMode: KillMode? {
+        get { rare.values.killMode }
+        set { rare.values.killMode = newValue }
     }
 
     /// Kill a run that takes longer than this (SIGTERM to its process group, SIGKILL after `killGrace`).

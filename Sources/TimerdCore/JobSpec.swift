@@ -30,6 +30,20 @@ public enum OverlapPolicy: String, Equatable, Sendable, CaseIterable {
     case replace
 }
 
+/// What stopping a run signals (`kill_mode`, systemd's `KillMode=`): at a timeout, `CANCEL`, `replace`,
+/// the daemon's stop, and when its main process exits.
+public enum KillMode: String, Equatable, Sendable, CaseIterable {
+    /// Everything the run started: SIGTERM to every process of its cgroup, then SIGKILL to the whole
+    /// cgroup after `kill_grace` (the default). When the main process exits, what it left behind is
+    /// stopped the same way, and the run ends when its cgroup is empty.
+    case controlGroup = "control-group"
+    /// SIGTERM to the main process only, then SIGKILL to the whole cgroup; what the main process left
+    /// behind when it exits is killed at once.
+    case mixed
+    /// The main process only; what it started is left alone, and the run ends with it.
+    case process
+}
+
 /// One key/value pair, in the order given (keys such as `env` and `meta` repeat).
 public struct KeyValue: Equatable, Hashable, Sendable {
     public var key: String
@@ -107,15 +121,15 @@ public struct JobSpec: Equatable, Sendable {
         "every", "start", "in", "at", "cron", "calendar", "timezone", "dst_gap", "dst_repeat", "jitter",
         "fixed_jitter", "misfire", "misfire_grace", "count", "leeway", "command", "argv", "webhook", "method", "header", "body",
         "content_type", "expect", "retries", "retry_backoff", "redirects", "ca_file", "insecure", "timeout",
-        "kill_grace", "overlap", "env", "meta", "cwd", "user", "group", "owner", "tag", "modes", "on_failure", "on_recovery",
-        "history_limit", "cluster",
+        "kill_grace", "kill_mode", "overlap", "env", "meta", "cwd", "user", "group", "owner", "tag", "modes", "on_failure",
+        "on_recovery", "history_limit", "cluster",
     ]
     /// Keys anyone may see of anyone's job: the name, schedule, limits and labels. The rest (the action,
     /// `env`, `meta`, `cwd`, hooks) is shown only to the job's owner and root (see `docs/security.md`).
     public static let publicKeys: Set<String> = [
         "every", "start", "in", "at", "cron", "calendar", "timezone", "dst_gap", "dst_repeat", "jitter", "fixed_jitter",
-        "misfire", "misfire_grace", "count", "leeway", "timeout", "kill_grace", "overlap", "user", "group", "owner", "tag",
-        "modes", "history_limit", "cluster",
+        "misfire", "misfire_grace", "count", "leeway", "timeout", "kill_grace", "kill_mode", "overlap", "user", "group", "owner",
+        "tag", "modes", "history_limit", "cluster",
     ]
     /// Keys that may be given more than once.
     public static let repeatableKeys: Set<String> = ["env", "meta", "tag", "header"]
@@ -289,8 +303,14 @@ public struct JobSpec: Equatable, Sendable {
         if cluster == true, single["owner"] != nil {
             throw TimerdError(.badArgument, "owner= jobs live and end on one node, so they cannot be cluster jobs (cluster=yes)", key: "cluster")
         }
-        if case .webhook = action, let key = user != nil ? "user" : group != nil ? "group" : nil {
+        if case .webhook = action, let key = user != nil ? "user" : group != nil ? "group" : single["kill_mode"] != nil ? "kill_mode" : nil {
             throw TimerdError(.badArgument, "\(key) applies only to commands (webhooks are sent by timerd itself)", key: key)
+        }
+        let killMode = try single["kill_mode"].map { text throws(TimerdError) in
+            guard let mode = KillMode(rawValue: text) else {
+                throw TimerdError(.badArgument, "kill_mode: expected control-group, mixed or process, got \"\(text)\"", key: "kill_mode")
+            }
+            return mode
         }
 
         self.init(
@@ -303,6 +323,7 @@ public struct JobSpec: Equatable, Sendable {
             timezone: civil.timezone, dstGap: civil.gap, dstRepeat: civil.repeated, jitter: jitter, fixedJitter: fixedJitter,
             misfire: misfire, misfireGrace: misfireGrace, historyLimit: historyLimit, user: user, group: group,
             cluster: cluster)
+        self.killMode = killMode
     }
 
     /// `timezone`, `dst_gap` and `dst_repeat`, which only cron and calendar schedules take. The zone's
@@ -435,6 +456,7 @@ public struct JobSpec: Equatable, Sendable {
         }
         if let timeout { list.append(KeyValue("timeout", DurationText.format(timeout))) }
         if killGrace != Limits.defaultKillGrace { list.append(KeyValue("kill_grace", DurationText.format(killGrace))) }
+        if let killMode { list.append(KeyValue("kill_mode", killMode.rawValue)) }
         if overlap != .skip { list.append(KeyValue("overlap", overlap.rawValue)) }
         list += env.map { KeyValue("env", "\($0.key)=\($0.value)") }
         list += meta.map { KeyValue("meta", "\($0.key)=\($0.value)") }

@@ -187,8 +187,8 @@ actor CommandRun: RunHandle {
             timeoutTimer = makeTimer(after: timeout) { run in
                 run.timedOut = true
                 run.log.warning(job: run.request.job, run: run.request.runID,
-                                "timed out after \(DurationText.format(timeout)); sending SIGTERM to its process group")
-                run.signalGroup(.term)
+                                "timed out after \(DurationText.format(timeout)); sending SIGTERM to \(run.termTarget)")
+                run.signal(.term, toAll: run.request.killMode == .controlGroup)
                 run.scheduleKill()
             }
         }
@@ -199,12 +199,17 @@ actor CommandRun: RunHandle {
         if stopReason == nil { stopReason = reason }
         guard child != nil else { return }  // not spawned yet: `spawn` sees `stopReason` and does not start it
         if immediately {
-            signalGroup(.kill)
+            signal(.kill, toAll: request.killMode != .process)
         } else {
-            log.info(job: request.job, run: request.runID, "stopping: \(reason); sending SIGTERM to its process group")
-            signalGroup(.term)
+            log.info(job: request.job, run: request.runID, "stopping: \(reason); sending SIGTERM to \(termTarget)")
+            signal(.term, toAll: request.killMode == .controlGroup)
             scheduleKill()
         }
+    }
+
+    /// Who SIGTERM goes to under the run's `kill_mode`, for the log.
+    private var termTarget: String {
+        request.killMode == .controlGroup ? "its process group" : "its main process"
     }
 
     private func scheduleKill() {
@@ -212,14 +217,44 @@ actor CommandRun: RunHandle {
         killTimer = makeTimer(after: request.killGrace) { run in
             run.log.warning(job: run.request.job, run: run.request.runID,
                             "still running \(DurationText.format(run.request.killGrace)) after SIGTERM; sending SIGKILL")
-            run.signalGroup(.kill)
+            run.signal(.kill, toAll: run.request.killMode != .process)
         }
     }
 
-    private func signalGroup(_ signal: Signal) {
-        // The leader is not reaped until `childExited`, so its pid (= the group id) cannot be reused here.
+    /// `signal` to the whole run (its process group) or to its main process only. The main process is
+    /// not reaped until `childExited`, so its pid (= the group id) cannot be reused here.
+    private func signal(_ signal: Signal, toAll: Bool) {
         guard let child, !finished else { return }
-        _ = try? ProcessControl.signalProcessGroup(child.pid, signal)
+        if toAll {
+            _ = try? ProcessControl.signalProcessGroup(child.pid, signal)
+        } else {
+            _ = try? child.signal(signal)
+        }
+    }
+
+    /// The main process has exited (and is reaped): what it left in its process group is stopped as
+    /// `kill_mode` says, behind the run's end (nothing tells when a process group is empty): under
+    /// `control-group` SIGTERM, then SIGKILL after `kill_grace`; under `mixed` SIGKILL at once; under
+    /// `process` nothing. The group id stays taken while any member is left, so no other process
+    /// can be hit.
+    private func stopWhatWasLeft(group: Int32) {
+        switch request.killMode {
+        case .process:
+            return
+        case .mixed:
+            guard (try? ProcessControl.signalProcessGroup(group, .kill)) == true else { return }  // nothing left
+            log.info(job: request.job, run: request.runID,
+                     "its main process ended; sent SIGKILL to what it left in its process group (kill_mode=mixed)")
+        case .controlGroup:
+            guard (try? ProcessControl.signalProcessGroup(group, .term)) == true else { return }  // nothing left
+            log.info(job: request.job, run: request.runID,
+                     "its main process ended; sent SIGTERM to what it left in its process group, SIGKILL in "
+                     + "\(DurationText.format(request.killGrace)) (kill_mode=control-group)")
+            let grace = request.killGrace
+            executor.queue.asyncAfter(deadline: .now() + .nanoseconds(Int(grace.nanoseconds))) {
+                _ = try? ProcessControl.signalProcessGroup(group, .kill)
+            }
+        }
     }
 
     private func makeTimer(after delay: Duration, _ body: @escaping @Sendable (isolated CommandRun) -> Void) -> any DispatchSourceTimer {
@@ -300,6 +335,7 @@ actor CommandRun: RunHandle {
             closeOutput()
             return finish(.failed, exitCode: nil, signal: nil, reason: failure.description)
         }
+        stopWhatWasLeft(group: child.pid)
         // Take what the child wrote before it ended (up to 1 MiB more). A background grandchild that keeps
         // the pipe open does not hold the run: the run ends with its main process.
         readOutput(chunks: 16)

@@ -65,7 +65,8 @@ extension Registry {
         let name = start.job
         var request = RunRequest(
             job: name.rawValue, runID: start.run, action: start.spec.action, environment: [:],
-            workingDirectory: start.spec.cwd ?? "/", timeout: start.spec.timeout, killGrace: start.spec.killGrace)
+            workingDirectory: start.spec.cwd ?? "/", timeout: start.spec.timeout, killGrace: start.spec.killGrace,
+            killMode: start.spec.killMode ?? .controlGroup)
         let ownerUID = start.ownerUID
         if case .webhook(let hook) = start.spec.action {
             request.webhookBody = Self.webhookBody(hook, spec: start.spec, runID: start.run, scheduled: start.scheduled, fired: clock.wallNow)

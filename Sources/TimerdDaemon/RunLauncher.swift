@@ -15,6 +15,8 @@ struct RunRequest: Sendable {
     var webhookBody: String? = nil
     /// Who a command runs as (nil: timerd's own identity).
     var runAs: RunAs? = nil
+    /// What stopping a command signals (`kill_mode`).
+    var killMode: KillMode = .controlGroup
 }
 
 /// The user (and group) a command runs as. Resolved by the launcher just before the run, so a changed

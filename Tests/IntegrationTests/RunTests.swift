@@ -93,6 +93,68 @@ import Testing
         eventually("shell and grandchild gone") { both.allSatisfy { !isRunning($0) } }
     }
 
+    /// A run whose command leaves a process behind: a shell that notes a SIGTERM in `marks` and exits, and
+    /// writes its pid to `pids` once its trap is set; the main shell waits for that, then for it (or
+    /// exits with `exits`). Its output is not the run's: a shell whose `sleep` dies of a signal says so
+    /// on stderr, and once the run has ended its output pipe is closed (SIGPIPE, not the SIGTERM tested).
+    static func leaver(_ daemon: Daemon, exits: Bool = false) -> String {
+        let marks = daemon.directory + "/marks", pids = daemon.directory + "/pids"
+        return "sh -c \"trap 'echo got-term >> \(marks); exit 0' TERM; echo \\$\\$ > \(pids); while :; do sleep 0.05; done\" >/dev/null 2>&1 & "
+            + "while [ ! -s \(pids) ]; do sleep 0.01; done; " + (exits ? "exit 0" : "wait")
+    }
+
+    /// The subshell `leaver` started, once its pid is written.
+    static func leftBehind(_ daemon: Daemon) throws -> Int32 {
+        eventually("pid written") { daemon.lines("pids").count == 1 }
+        return try #require(daemon.lines("pids").first.flatMap { Int32($0) })
+    }
+
+    @Test func whatTheMainProcessLeavesIsStoppedWhenItExits() throws {
+        let daemon = try Daemon()
+        #expect(try daemon.request("ADD leaves in=10ms command=\(Words.quote(Self.leaver(daemon, exits: true)))") == "OK")
+        let left = try Self.leftBehind(daemon)
+        try eventually("finished") { try daemon.show("leaves")["last_result"] as? String == "ok" }
+        eventually("the subshell stopped by SIGTERM") { daemon.lines("marks") == ["got-term"] && !isRunning(left) }
+        #expect(daemon.logShows("job=leaves run=1 its main process ended; sent SIGTERM to what it left in its process group"))
+    }
+
+    @Test func killModeProcessSignalsTheMainProcessOnlyAndLeavesTheRest() throws {
+        let daemon = try Daemon()
+        #expect(try daemon.request(
+            "ADD main in=10ms timeout=200ms kill_grace=5s kill_mode=process command=\(Words.quote(Self.leaver(daemon)))") == "OK")
+        let left = try Self.leftBehind(daemon)
+        defer { kill(left, SIGKILL) }
+        try eventually("timed out") { try daemon.show("main")["last_result"] as? String == "timeout" }
+        #expect(try daemon.show("main")["last_signal"] as? Int == Int(SIGTERM))
+        #expect(daemon.logShows("job=main run=1 timed out after 200ms; sending SIGTERM to its main process"))
+        // A later run has started and ended meanwhile: timerd had its turns after the end of this one.
+        #expect(try daemon.request("ADD later in=10ms command=true") == "OK")
+        try eventually("later ran") { try daemon.show("later")["last_result"] as? String == "ok" }
+        #expect(isRunning(left))
+        #expect(daemon.lines("marks").isEmpty)
+    }
+
+    @Test func killModeMixedSendsSigtermToTheMainProcessAndSigkillToAll() throws {
+        let daemon = try Daemon()
+        #expect(try daemon.request(
+            "ADD mixed in=10ms timeout=200ms kill_grace=300ms kill_mode=mixed command=\(Words.quote(Self.leaver(daemon)))") == "OK")
+        let left = try Self.leftBehind(daemon)
+        defer { kill(left, SIGKILL) }
+        try eventually("timed out") { try daemon.show("mixed")["last_result"] as? String == "timeout" }
+        #expect(daemon.logShows("job=mixed run=1 timed out after 200ms; sending SIGTERM to its main process"))
+        // The main shell died of its SIGTERM; what it left got SIGKILL (no SIGTERM: nothing noted).
+        eventually("the subshell killed") { !isRunning(left) }
+        #expect(daemon.lines("marks").isEmpty)
+    }
+
+    @Test func killModeControlGroupSendsSigtermToAll() throws {
+        let daemon = try Daemon()
+        #expect(try daemon.request("ADD all in=10ms timeout=200ms command=\(Words.quote(Self.leaver(daemon)))") == "OK")
+        let left = try Self.leftBehind(daemon)
+        try eventually("timed out") { try daemon.show("all")["last_result"] as? String == "timeout" }
+        eventually("the subshell stopped by SIGTERM") { daemon.lines("marks") == ["got-term"] && !isRunning(left) }
+    }
+
     @Test func timeoutEscalatesToSigkill() throws {
         let daemon = try Daemon()
         #expect(try daemon.request("ADD stubborn in=10ms timeout=100ms kill_grace=200ms command='trap \"\" TERM; sleep 30 & wait; sleep 30'") == "OK")

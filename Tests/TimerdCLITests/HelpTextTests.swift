@@ -86,6 +86,7 @@ struct HelpTextTests {
               --insecure yes|no             With --webhook: yes skips verifying the server's certificate (default no).
               --timeout DUR                 Stop a run that takes longer than DUR.
               --kill-grace DUR              Wait DUR between SIGTERM and SIGKILL (default 5s).
+              --kill-mode MODE              What stopping a run signals: control-group (default: all it started), mixed or process.
               --overlap POLICY              When still running at a fire: skip (default), queue, allow or replace.
               --env NAME=VALUE              Set an environment variable for the command (repeatable).
               --meta KEY=VALUE              Attach user info, passed as TIMERD_META_KEY (repeatable).

@@ -22,6 +22,7 @@ struct JobSpecTests {
         #expect(spec.timeout == nil)
         #expect(spec.killGrace == Limits.defaultKillGrace)
         #expect(spec.overlap == .skip)
+        #expect(spec.killMode == nil)
         #expect(spec.env.isEmpty)
         #expect(spec.meta.isEmpty)
         #expect(spec.cwd == nil)
@@ -33,9 +34,9 @@ struct JobSpecTests {
     func everyKey() throws {
         let spec = try Self.spec(opts(
             ("every", "1m30s"), ("start", "10s"), ("count", "3"), ("leeway", "250ms"), ("argv", "ls -l '/tmp dir'"),
-            ("timeout", "2m"), ("kill_grace", "1s"), ("overlap", "replace"), ("env", "A=1"), ("env", "B=x=y"),
-            ("meta", "owner=ops"), ("meta", "1st=yes"), ("cwd", "/var/tmp"), ("user", "backup"), ("group", "adm"),
-            ("owner", "pid:42"), ("tag", "t1"), ("tag", "t2"), ("modes", "common, maintenance")))
+            ("timeout", "2m"), ("kill_grace", "1s"), ("kill_mode", "mixed"), ("overlap", "replace"), ("env", "A=1"),
+            ("env", "B=x=y"), ("meta", "owner=ops"), ("meta", "1st=yes"), ("cwd", "/var/tmp"), ("user", "backup"),
+            ("group", "adm"), ("owner", "pid:42"), ("tag", "t1"), ("tag", "t2"), ("modes", "common, maintenance")))
         #expect(spec.user == "backup" && spec.group == "adm")
         #expect(spec.schedule == .every(interval: .seconds(90), start: .seconds(10)))
         #expect(spec.owner == .process(42))
@@ -46,21 +47,37 @@ struct JobSpecTests {
         #expect(spec.action == .argv(["ls", "-l", "/tmp dir"]))
         #expect(spec.timeout == .seconds(120))
         #expect(spec.killGrace == .seconds(1))
+        #expect(spec.killMode == .mixed)
         #expect(spec.overlap == .replace)
         #expect(spec.env == [KeyValue("A", "1"), KeyValue("B", "x=y")])
         #expect(spec.meta == [KeyValue("owner", "ops"), KeyValue("1st", "yes")])
         #expect(spec.cwd == "/var/tmp")
         #expect(spec.options == opts(
             ("every", "1m30s"), ("start", "10s"), ("count", "3"), ("leeway", "250ms"), ("argv", "ls -l '/tmp dir'"),
-            ("timeout", "2m"), ("kill_grace", "1s"), ("overlap", "replace"), ("env", "A=1"), ("env", "B=x=y"),
-            ("meta", "owner=ops"), ("meta", "1st=yes"), ("cwd", "/var/tmp"), ("user", "backup"), ("group", "adm"),
-            ("owner", "pid:42"), ("tag", "t1"), ("tag", "t2"), ("modes", "common,maintenance")))
+            ("timeout", "2m"), ("kill_grace", "1s"), ("kill_mode", "mixed"), ("overlap", "replace"), ("env", "A=1"),
+            ("env", "B=x=y"), ("meta", "owner=ops"), ("meta", "1st=yes"), ("cwd", "/var/tmp"), ("user", "backup"),
+            ("group", "adm"), ("owner", "pid:42"), ("tag", "t1"), ("tag", "t2"), ("modes", "common,maintenance")))
         // Every key in `keys` except the alternatives of schedule and action (and the webhook action's own
         // keys, covered in WebhookTests; the calendar keys, covered below) appears above.
         let used = Set(spec.options.map(\.key))
         #expect(Set(JobSpec.keys).subtracting(used).subtracting(Webhook.keys)
             == ["in", "at", "command", "webhook", "on_failure", "on_recovery", "cron", "calendar", "timezone", "dst_gap",
                 "dst_repeat", "jitter", "fixed_jitter", "misfire", "misfire_grace", "history_limit", "cluster"])
+    }
+
+    @Test("kill_mode takes systemd's three modes, only for commands")
+    func killMode() throws {
+        for mode in KillMode.allCases {
+            let spec = try Self.spec(opts(("every", "1m"), ("kill_mode", mode.rawValue), ("command", "x")))
+            #expect(spec.killMode == mode)
+            #expect(spec.options.contains(KeyValue("kill_mode", mode.rawValue)))
+        }
+        expectError(.badArgument, key: "kill_mode", mentions: ["expected control-group, mixed or process", "\"group\""]) {
+            try Self.spec(opts(("every", "1m"), ("kill_mode", "group"), ("command", "x")))
+        }
+        expectError(.badArgument, key: "kill_mode", mentions: ["applies only to commands"]) {
+            try Self.spec(opts(("every", "1m"), ("kill_mode", "process"), ("webhook", "http://127.0.0.1:9/")))
+        }
     }
 
     @Test("user and group take account names, never numbers, and only for commands")
@@ -395,7 +412,7 @@ struct JobSpecTests {
     /// A valid value for each key, used where the key must be accepted apart from being repeated.
     static let sampleValue: [String: String] = [
         "every": "1s", "start": "1s", "in": "1s", "at": "2026-01-01T00:00:00Z", "count": "2", "leeway": "1ms",
-        "command": "true", "argv": "true", "timeout": "1s", "kill_grace": "1s", "overlap": "queue", "cwd": "/", "user": "nobody", "group": "nogroup",
+        "command": "true", "argv": "true", "timeout": "1s", "kill_grace": "1s", "kill_mode": "mixed", "overlap": "queue", "cwd": "/", "user": "nobody", "group": "nogroup",
         "owner": "pid:42", "modes": "common", "webhook": "http://127.0.0.1/", "method": "PUT", "body": "x",
         "content_type": "text/plain", "expect": "2xx", "retries": "1", "retry_backoff": "1s", "redirects": "1",
         "ca_file": "/etc/ssl/ca.pem", "insecure": "no", "on_failure": "true", "on_recovery": "true",
@@ -454,8 +471,8 @@ struct JobSpecTests {
             "every", "start", "in", "at", "cron", "calendar", "timezone", "dst_gap", "dst_repeat", "jitter",
             "fixed_jitter", "misfire", "misfire_grace", "count", "leeway", "command", "argv", "webhook", "method", "header", "body",
             "content_type", "expect", "retries", "retry_backoff", "redirects", "ca_file", "insecure", "timeout",
-            "kill_grace", "overlap", "env", "meta", "cwd", "user", "group", "owner", "tag", "modes", "on_failure",
-            "on_recovery", "history_limit", "cluster",
+            "kill_grace", "kill_mode", "overlap", "env", "meta", "cwd", "user", "group", "owner", "tag", "modes",
+            "on_failure", "on_recovery", "history_limit", "cluster",
         ])
         #expect(JobSpec.repeatableKeys == ["env", "meta", "tag", "header"])
         #expect(Set(JobSpec.keys).count == JobSpec.keys.count)
