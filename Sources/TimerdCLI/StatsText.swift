@@ -12,6 +12,7 @@ import TimerdProtocol
 /// uptime:     1h0m0s
 /// mode:       default
 /// storage:    ok
+/// runs in:    cgroups under /sys/fs/cgroup/system.slice/timerd.service/runs
 /// version:    0.1.0
 /// ```
 package enum StatsText {
@@ -33,6 +34,11 @@ package enum StatsText {
         add("uptime", uptime(seconds: stats.uptime_seconds))
         add("mode", stats.mode)
         if let storage = stats.storage { add("storage", Self.storage(storage)) }
+        if let tracking = stats.run_tracking {
+            add("runs in", tracking.by == "cgroup"
+                ? "cgroups under \(tracking.cgroups ?? "?")"
+                : "process groups (not cgroups: \(tracking.reason ?? "unknown"))")
+        }
         add("version", stats.version)
         return lines.joined(separator: "\n") + "\n"
     }

@@ -30,7 +30,7 @@ public enum OverlapPolicy: String, Equatable, Sendable, CaseIterable {
     case replace
 }
 
-/// What stopping a run signals (`kill_mode`, systemd's `KillMode=`): at a timeout, `CANCEL`, `replace`,
+/// What stopping a run signals (`kill_mode`, systemd's `KillMode=`): at a timeout, `replace`,
 /// the daemon's stop, and when its main process exits.
 public enum KillMode: String, Equatable, Sendable, CaseIterable {
     /// Everything the run started: SIGTERM to every process of its cgroup, then SIGKILL to the whole

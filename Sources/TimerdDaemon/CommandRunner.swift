@@ -22,16 +22,64 @@ final class CommandLauncher: RunLauncher {
     private let clock: any Clock
     /// Where accounts are looked up (`RunAs`), off the runs' queue.
     private let accounts = DispatchQueue(label: "timerd.accounts")
+    /// Each run's cgroup (nil: runs are tracked by process group), and the watch that says when one is
+    /// empty (its handlers run on the runs' queue).
+    private let cgroups: RunCgroups?
 
-    init(log: Logger, clock: any Clock) {
+    init(log: Logger, clock: any Clock, cgroups tree: RunCgroupTree? = nil) {
         self.log = log
         self.clock = clock
+        if let tree {
+            do {
+                cgroups = RunCgroups(tree: tree, events: try CgroupEvents(queue: executor.queue))
+            } catch {
+                log.warning("runs are tracked by process group, not cgroup: cannot watch cgroups (inotify): \(error)")
+                cgroups = nil
+            }
+        } else {
+            cgroups = nil
+        }
     }
 
     func start(_ request: RunRequest, events: @escaping @Sendable (RunEvent) -> Void) -> any RunHandle {
-        let run = CommandRun(request: request, executor: executor, accounts: accounts, log: log, clock: clock, events: events)
+        let run = CommandRun(
+            request: request, executor: executor, accounts: accounts, cgroups: cgroups, log: log, clock: clock, events: events)
         executor.queue.async { run.assumeIsolated { $0.begin() } }
         return run
+    }
+}
+
+/// The runs' cgroups and the watch over them, for `CommandRun`s (on the runs' queue).
+final class RunCgroups: Sendable {
+    let tree: RunCgroupTree
+    let events: CgroupEvents
+    /// Cgroups of ended runs still holding what they left (`kill_mode=process`): removed once empty.
+    private let abandoned = Locked<[Int32: CgroupDirectory]>([:])
+
+    init(tree: RunCgroupTree, events: CgroupEvents) {
+        self.tree = tree
+        self.events = events
+    }
+
+    /// Removes `cgroup` now if it is empty, else once it is. Call on the runs' queue.
+    func release(_ cgroup: CgroupDirectory) {
+        if (try? cgroup.remove()) != nil || !cgroup.exists { return }
+        let watch = Locked<Int32?>(nil)
+        guard let wd = try? events.watch(cgroup, handler: { [self] in
+            guard (try? cgroup.isPopulated()) == false else { return }
+            try? cgroup.remove()
+            if let wd = watch.withLock({ $0 }) {
+                events.forget(wd)
+                abandoned.withLock { $0[wd] = nil }
+            }
+        }) else { return }
+        watch.withLock { $0 = wd }
+        abandoned.withLock { $0[wd] = cgroup }
+        // It may have emptied before the watch was set.
+        if (try? cgroup.isPopulated()) == false, (try? cgroup.remove()) != nil {
+            events.forget(wd)
+            abandoned.withLock { $0[wd] = nil }
+        }
     }
 }
 
@@ -59,12 +107,20 @@ actor CommandRun: RunHandle {
     private var timedOut = false
     private var stopReason: String?
     private var finished = false
+    private let cgroups: RunCgroups?
+    /// The run's own cgroup (nil: tracked by process group) and its watch.
+    private var cgroup: CgroupDirectory?
+    private var cgroupWatch: Int32?
+    /// The main process's end, held while what it left in the cgroup is stopped: the run ends when the
+    /// cgroup is empty.
+    private var mainEnded: TerminationStatus?
 
-    init(request: RunRequest, executor: QueueExecutor, accounts: DispatchQueue, log: Logger, clock: any Clock,
-         events: @escaping @Sendable (RunEvent) -> Void) {
+    init(request: RunRequest, executor: QueueExecutor, accounts: DispatchQueue, cgroups: RunCgroups?, log: Logger,
+         clock: any Clock, events: @escaping @Sendable (RunEvent) -> Void) {
         self.request = request
         self.executor = executor
         self.accounts = accounts
+        self.cgroups = cgroups
         self.log = log
         self.clock = clock
         self.events = events
@@ -151,16 +207,27 @@ actor CommandRun: RunHandle {
         } catch {
             return finish(.failed, exitCode: nil, signal: nil, reason: "cannot create the output pipe: \(error)")
         }
+        let cgroupDirectory: FileDescriptor?
+        do {
+            cgroupDirectory = try makeCgroup()
+        } catch {
+            try? pipe.read.close()
+            try? pipe.write.close()
+            return finish(.failed, exitCode: nil, signal: nil, reason: error.description)
+        }
         let child: ChildProcess
         do {
             (child, exec) = try Spawn.start(
                 program: program, arguments: arguments, environment: environment,
-                workingDirectory: request.workingDirectory, credentials: credentials, output: pipe.write)
+                workingDirectory: request.workingDirectory, credentials: credentials, output: pipe.write,
+                cgroup: cgroupDirectory)
         } catch {
+            try? cgroupDirectory?.close()
             try? pipe.read.close()
             try? pipe.write.close()
             return finish(.failed, exitCode: nil, signal: nil, reason: "\(error)")
         }
+        try? cgroupDirectory?.close()
         try? pipe.write.close()
         self.child = child
         events(.started(pid: child.pid))
@@ -221,15 +288,60 @@ actor CommandRun: RunHandle {
         }
     }
 
-    /// `signal` to the whole run (its process group) or to its main process only. The main process is
-    /// not reaped until `childExited`, so its pid (= the group id) cannot be reused here.
+    /// `signal` to the whole run (everything in its cgroup, or its process group) or to its main process
+    /// only. The main process is not reaped until `childExited`, so its pid (= the group id) cannot be
+    /// reused here; once it is, only the cgroup is left to signal.
     private func signal(_ signal: Signal, toAll: Bool) {
         guard let child, !finished else { return }
-        if toAll {
+        if let cgroup {
+            guard toAll else {
+                if mainEnded == nil { _ = try? child.signal(signal) }
+                return
+            }
+            if signal == .kill { try? cgroup.kill() } else { cgroup.signalAll(signal) }
+        } else if toAll {
             _ = try? ProcessControl.signalProcessGroup(child.pid, signal)
         } else {
             _ = try? child.signal(signal)
         }
+    }
+
+    /// Makes the run's cgroup, `runs/JOB-RUN` (without cgroups, nothing), and watches it; returns it
+    /// opened for the spawn.
+    private func makeCgroup() throws(CgroupFailure) -> FileDescriptor? {
+        guard let cgroups else { return nil }
+        let directory = cgroups.tree.runs.child("\(request.job)-\(request.runID)")
+        do {
+            // One of that name left by a run of an earlier timerd with the same numbers: empty by now.
+            if directory.exists { try? directory.remove() }
+            try directory.create()
+            let opened = try directory.open()
+            cgroup = directory
+            do {
+                cgroupWatch = try cgroups.events.watch(directory) { [self] in
+                    self.assumeIsolated { $0.cgroupChanged() }
+                }
+            } catch {
+                try? opened.close()
+                throw error
+            }
+            return opened
+        } catch {
+            if cgroup != nil { try? directory.remove() }
+            cgroup = nil
+            throw CgroupFailure(description: "cannot make the run's cgroup \(directory): \(error)")
+        }
+    }
+
+    struct CgroupFailure: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// Something in the run's cgroup changed: once the main process has ended and the cgroup is empty,
+    /// the run ends.
+    private func cgroupChanged() {
+        guard let mainEnded, !finished, let cgroup, (try? cgroup.isPopulated()) == false else { return }
+        complete(mainEnded)
     }
 
     /// The main process has exited (and is reaped): what it left in its process group is stopped as
@@ -323,7 +435,7 @@ actor CommandRun: RunHandle {
     // MARK: - Exit
 
     private func childExited() {
-        guard let child, !finished else { return }
+        guard let child, !finished, mainEnded == nil else { return }
         let status: TerminationStatus
         do {
             guard let ended = try child.waitExit() else { return }  // spurious wake-up
@@ -335,9 +447,40 @@ actor CommandRun: RunHandle {
             closeOutput()
             return finish(.failed, exitCode: nil, signal: nil, reason: failure.description)
         }
-        stopWhatWasLeft(group: child.pid)
-        // Take what the child wrote before it ended (up to 1 MiB more). A background grandchild that keeps
-        // the pipe open does not hold the run: the run ends with its main process.
+        if let cgroup {
+            // What the main process left in the cgroup is stopped as `kill_mode` says, and the run ends when
+            // the cgroup is empty; under `process` it is left alone and the run ends now.
+            if request.killMode != .process, (try? cgroup.isPopulated()) == true {
+                mainEnded = status
+                // Reaped: its pidfd stays readable, and nothing more is to be learnt from it.
+                if let exitWatch {
+                    IOWatcher.shared.cancel(exitWatch)
+                    try? exitWatch.fd.close()
+                    self.exitWatch = nil
+                }
+                if request.killMode == .mixed {
+                    log.info(job: request.job, run: request.runID, "its main process ended; killing what it left in its cgroup (kill_mode=mixed)")
+                    try? cgroup.kill()
+                } else {
+                    log.info(job: request.job, run: request.runID,
+                             "its main process ended; sending SIGTERM to what it left in its cgroup (kill_mode=control-group)")
+                    cgroup.signalAll(.term)
+                    scheduleKill()
+                }
+                // It may have emptied meanwhile, before the watch saw anything.
+                return cgroupChanged()
+            }
+        } else {
+            stopWhatWasLeft(group: child.pid)
+        }
+        complete(status)
+    }
+
+    /// The run's outcome once its main process has ended with `status` (and, with a cgroup, what it left
+    /// is gone or left alone).
+    private func complete(_ status: TerminationStatus) {
+        // Take what the child wrote before it ended (up to 1 MiB more). Without a cgroup, a background
+        // grandchild that keeps the pipe open does not hold the run: the run ends with its main process.
         readOutput(chunks: 16)
         flushPartialLine()
         closeOutput()
@@ -374,6 +517,11 @@ actor CommandRun: RunHandle {
         }
         timeoutTimer?.cancel()
         killTimer?.cancel()
+        if let cgroup, let cgroups {
+            if let cgroupWatch { cgroups.events.forget(cgroupWatch) }
+            cgroupWatch = nil
+            cgroups.release(cgroup)
+        }
         let now = clock.now()
         let outcome = RunOutcome(
             result: result, exitCode: exitCode, signal: signal, reason: reason,

@@ -119,9 +119,20 @@ public actor Daemon {
             CurrentProcess.writeToStderr("timerd: cannot use the state directory \(stateDirectory): \(error.message)\n")
             CurrentProcess.exit(1)
         }
+        // A cgroup for each run, in timerd's own (docs/architecture.md, "Runs"), before anything can run.
+        let cgroups = RunCgroupTree.setUp()
         let daemon = Daemon(configPath: configPath, explicit: options.config != nil, configuration: configuration,
-                            store: opened.store, clock: testClock ?? HostClock(), testClock: testClock)
+                            store: opened.store, clock: testClock ?? HostClock(), testClock: testClock,
+                            cgroups: cgroups)
         if let recovered = opened.recovered { daemon.log.error(recovered) }
+        switch cgroups {
+        case .success(let tree):
+            daemon.log.info("runs: each in a cgroup of its own under \(tree.runs) (timerd itself in \(tree.own)/supervisor)")
+            for line in tree.sweep() { daemon.log.warning("runs: \(line)") }
+        case .failure(let unavailable):
+            daemon.log.notice("runs: tracked by process group, not by cgroup: \(unavailable); what a run starts in a new "
+                              + "session or process group (setsid) is out of reach when it is stopped")
+        }
         daemon.raiseOpenFileLimit()
         daemon.log.info("state in \(stateDirectory)/state.db")
         daemon.submit { await $0.start(socket: socket, configuration: configuration) }
@@ -162,7 +173,7 @@ public actor Daemon {
     }
 
     private init(configPath: String, explicit: Bool, configuration: Configuration, store: StateStore, clock: any Clock,
-                 testClock: SteppedClock?) {
+                 testClock: SteppedClock?, cgroups: Result<RunCgroupTree, RunCgroupTree.Unavailable>) {
         self.clock = clock
         self.testClock = testClock
         let target = configuration.settings.log == "auto"
@@ -175,11 +186,17 @@ public actor Daemon {
         access = AccessControl(configuration.settings.access)
         registry = Registry(
             launcher: ActionLauncher(
-                commands: CommandLauncher(log: log, clock: clock),
+                commands: CommandLauncher(log: log, clock: clock, cgroups: try? cgroups.get()),
                 webhooks: WebhookLauncher(
                     log: log, clock: clock, library: Self.failpoints.contains("no-libcurl") ? "libcurl-absent.so" : "libcurl.so.4")),
             log: log, maxRunning: configuration.settings.maxRunning,
-            baseEnvironment: Self.baseEnvironment(), store: store, access: access, clock: clock)
+            baseEnvironment: Self.baseEnvironment(), store: store, access: access, clock: clock,
+            runTracking: {
+                switch cgroups {
+                case .success(let tree): DaemonStats.RunTracking(by: "cgroup", cgroups: tree.runs.path)
+                case .failure(let unavailable): DaemonStats.RunTracking(by: "process-group", reason: unavailable.description)
+                }
+            }())
     }
 
     /// Lets timerd hold as many clients and job pipes as the hard limit allows: under systemd's default soft

@@ -34,6 +34,8 @@ actor Registry {
 
     /// Every armed job's deadline, and the Dispatch timer of each clock (`Registry+Timers.swift`).
     var timers = RegistryTimers()
+    /// How the launcher keeps runs together, for `STATS`.
+    nonisolated let runTracking: DaemonStats.RunTracking?
     /// Runs in progress by "jobID/runID", so they can be stopped.
     var runHandles: [String: any RunHandle] = [:]
     /// The pidfd watch of each `owner=pid:N` job.
@@ -80,8 +82,10 @@ actor Registry {
     var cluster: (any ClusterGate)?
 
     init(launcher: any RunLauncher, log: Logger, maxRunning: Int, baseEnvironment: [KeyValue], store: StateStore? = nil,
-         access: AccessControl = AccessControl(AccessSettings()), clock: any Clock = HostClock(), seed: UInt64? = nil) {
+         access: AccessControl = AccessControl(AccessSettings()), clock: any Clock = HostClock(), seed: UInt64? = nil,
+         runTracking: DaemonStats.RunTracking? = nil) {
         self.executor = QueueExecutor(label: "timerd.registry", target: QueueExecutor.core)
+        self.runTracking = runTracking
         self.access = access
         self.store = store
         self.launcher = launcher

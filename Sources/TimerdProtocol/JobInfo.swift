@@ -328,6 +328,24 @@ public struct DaemonStats: Codable, Equatable, Sendable {
     public var version: String
     /// The state directory's health (absent when timerd keeps no state).
     public var storage: Storage?
+    /// How runs are kept together and stopped (absent from a daemon that does not say).
+    public var run_tracking: RunTracking?
+
+    /// Each run in a cgroup of its own, or in a process group only (`docs/architecture.md`, "Runs").
+    public struct RunTracking: Codable, Equatable, Sendable {
+        /// `cgroup` or `process-group`.
+        public var by: String
+        /// With `cgroup`: the directory the runs' cgroups are made in.
+        public var cgroups: String?
+        /// With `process-group`: why not by cgroup.
+        public var reason: String?
+
+        public init(by: String, cgroups: String? = nil, reason: String? = nil) {
+            self.by = by
+            self.cgroups = cgroups
+            self.reason = reason
+        }
+    }
 
     /// Whether the state store can write, and what it could not (`docs/state.md`).
     public struct Storage: Codable, Equatable, Sendable {
@@ -356,9 +374,10 @@ public struct DaemonStats: Codable, Equatable, Sendable {
     public init(
         jobs: JobCounts, runs: RunCounts, running: Int, pending: Int, skipped: Int, lateness_ms: Percentiles,
         exec_ms: Percentiles, requests: Int, rss_bytes: UInt64, uptime_seconds: Double, mode: String, version: String,
-        storage: Storage? = nil
+        storage: Storage? = nil, run_tracking: RunTracking? = nil
     ) {
         self.storage = storage
+        self.run_tracking = run_tracking
         self.jobs = jobs
         self.runs = runs
         self.running = running

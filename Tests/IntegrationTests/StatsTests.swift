@@ -29,6 +29,13 @@ import Testing
         #expect((stats["rss_bytes"] as? Int ?? 0) > 1_000_000)
         #expect((stats["uptime_seconds"] as? Double ?? -1) > 0)
         #expect(stats["mode"] as? String == "default")
+        // Started by this test, timerd shares the test's cgroup (or the root one): not its own to divide.
+        let tracking = try #require(stats["run_tracking"] as? [String: String])
+        #expect(tracking["by"] == "process-group", "\(tracking)")
+        #expect(tracking["reason"]?.isEmpty == false)
+        #expect(daemon.logShows("runs: tracked by process group, not by cgroup: "))
+        let text = try daemon.ctl("stats")
+        #expect(text.stdout.contains("runs in:    process groups (not cgroups: "), "\(text.stdout)")
         #expect(try daemon.request("STATS x").hasPrefix("ERR bad-argument "))
     }
 }

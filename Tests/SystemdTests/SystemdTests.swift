@@ -168,6 +168,57 @@ struct SystemdTests {
         }
     }
 
+    @Test("each run has a cgroup: what it starts in a new session ends with it, except under kill_mode=process")
+    func runCgroups() throws {
+        try testbed.prepare(config: "[daemon]\nstop_grace = 3s\n")
+        try testbed.mustSystemctl("start", "timerd.service")
+        let cursor = try testbed.journalCursor()
+        let started = try testbed.journal(["-u", "timerd.service"]).map(Testbed.message)
+        #expect(started.contains { $0.contains("runs: each in a cgroup of its own under ") && $0.contains("/runs") },
+                "no cgroup set-up line in: \(started)")
+        /// PIDs of `sleep SECONDS` inside the test bed.
+        func sleeping(_ seconds: Int) throws -> [String] {
+            try testbed.inside(["pgrep", "-x", "-f", "sleep \(seconds)"]).stdout.split(separator: "\n").map(String.init)
+        }
+        func lastResult(_ job: String) throws -> String? {
+            let shown = try testbed.timerctl("--json", "show", job)
+            let object = try? JSONSerialization.jsonObject(with: Data(shown.stdout.utf8)) as? [String: Any]
+            return object?["last_result"] as? String
+        }
+
+        // A timeout: the escapee (its own session, so out of the process group's reach) dies with the run.
+        try testbed.timerctl("add", "timesout", "--in", "10ms", "--timeout", "1s", "--command", "setsid sleep 301 & sleep 300")
+        #expect(try eventually(timeout: 10, "the escapee of timesout to start") { try !sleeping(301).isEmpty })
+        #expect(try eventually(timeout: 15, "timesout to time out") { try lastResult("timesout") == "timeout" })
+        let afterTimeout = try sleeping(301) + sleeping(300)
+        #expect(afterTimeout.isEmpty, "left after the timeout: \(afterTimeout)")
+
+        // The main process exits: what it left in the cgroup is stopped, and the run ends after it.
+        try testbed.timerctl("add", "leaves", "--in", "10ms", "--command", "setsid sleep 302 & exit 0")
+        #expect(try eventually(timeout: 15, "leaves to end") { try lastResult("leaves") == "ok" })
+        let afterEnd = try sleeping(302)
+        #expect(afterEnd.isEmpty, "left after the run ended: \(afterEnd)")
+
+        // kill_mode=process: the escapee stays, in its run's cgroup, until it ends; then the cgroup goes.
+        try testbed.timerctl("add", "keeps", "--in", "10ms", "--kill-mode", "process", "--command", "setsid sleep 305 & exit 0")
+        #expect(try eventually(timeout: 15, "keeps to end") { try lastResult("keeps") == "ok" })
+        let kept = try sleeping(305)
+        #expect(kept.count == 1, "kill_mode=process: \(kept)")
+        let status = try testbed.systemctl("status", "timerd.service").stdout
+        #expect(status.contains("supervisor") && status.contains("keeps-1"), "cgroups of timerd.service:\n\(status)")
+        for pid in kept { _ = try testbed.inside(["kill", pid]) }
+
+        // Stopping timerd while a run's escapee lives: nothing is left for systemd to sweep.
+        try testbed.timerctl("add", "atstop", "--in", "10ms", "--command", "setsid sleep 306 & sleep 307")
+        #expect(try eventually(timeout: 10, "atstop's escapee to start") { try !sleeping(306).isEmpty })
+        try testbed.mustSystemctl("stop", "timerd.service", timeout: 60)
+        let afterStop = try sleeping(306) + sleeping(307)
+        #expect(afterStop.isEmpty, "left after the stop: \(afterStop)")
+        let journal = try testbed.journal(["-u", "timerd.service"], after: cursor).map(Testbed.message)
+        let swept = journal.filter { $0.contains("Killing process") || $0.contains("left-over process") }
+        #expect(swept.isEmpty, "systemd had to kill what timerd left behind: \(swept)")
+    }
+
     @Test("systemctl stop with a running job stops within the grace and leaves no job process")
     func stopWithRunningJob() throws {
         try testbed.prepare(config: """

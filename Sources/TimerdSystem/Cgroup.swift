@@ -1,0 +1,191 @@
+import CTimerdSys
+import Glibc
+
+/// A cgroup v2 directory and the interface files timerd uses: `cgroup.procs` (who is in it, and moving a
+/// process in), `cgroup.kill` (SIGKILL to everything in it, Linux 5.14), `cgroup.events` (`populated`),
+/// `cpu.stat` (CPU time, present without the cpu controller) and the limit files of delegated
+/// controllers (`memory.max`, …). A value: the directory need not exist.
+public struct CgroupDirectory: Sendable, Hashable, CustomStringConvertible {
+    public let path: String
+
+    public init(path: String) {
+        self.path = path
+    }
+
+    public var description: String { path }
+
+    public func child(_ name: String) -> CgroupDirectory {
+        CgroupDirectory(path: path + "/" + name)
+    }
+
+    /// Whether the directory exists.
+    public var exists: Bool { FileSystem.isDirectory(path) }
+
+    /// Creates it (the kernel fills it with its interface files). EEXIST when it exists.
+    ///
+    /// The corresponding C function is `mkdir`.
+    public func create() throws(Errno) {
+        guard mkdir(path, 0o755) == 0 else { throw Errno.current }
+    }
+
+    /// Removes it, which the kernel allows only once nothing is in it and it has no children (EBUSY).
+    ///
+    /// The corresponding C function is `rmdir`.
+    public func remove() throws(Errno) {
+        guard rmdir(path) == 0 else { throw Errno.current }
+    }
+
+    /// The directory opened for `Spawn.start(cgroup:)` (clone3's `CLONE_INTO_CGROUP`).
+    public func open() throws(Errno) -> FileDescriptor {
+        try FileDescriptor.open(path, .readOnly, options: .directory)
+    }
+
+    /// The processes in it (not in its children).
+    public func processes() throws(Errno) -> [Int32] {
+        try lines("cgroup.procs").compactMap { Int32($0) }
+    }
+
+    /// Moves process `pid` into it.
+    public func move(_ pid: Int32) throws(Errno) {
+        try write("cgroup.procs", String(pid))
+    }
+
+    /// SIGKILL to every process in it and its children, atomically with respect to forks.
+    public func kill() throws(Errno) {
+        try write("cgroup.kill", "1")
+    }
+
+    /// Sends `signal` to every process in it and its children, as `cgroup.procs` lists them (a process
+    /// forked meanwhile may be missed: for the end, `kill`).
+    public func signalAll(_ signal: Signal) {
+        var seen = Set<Int32>()
+        for directory in [self] + descendants() {
+            for pid in (try? directory.processes()) ?? [] where seen.insert(pid).inserted {
+                _ = Glibc.kill(pid, signal.rawValue)
+            }
+        }
+    }
+
+    /// Whether any process is in it or its children (`cgroup.events`: `populated`).
+    public func isPopulated() throws(Errno) -> Bool {
+        try keyed("cgroup.events")["populated"] != "0"
+    }
+
+    /// CPU time used by everything that ran in it (`cpu.stat`: `usage_usec`), or nil.
+    public func cpuUsage() -> Duration? {
+        guard let text = try? keyed("cpu.stat")["usage_usec"], let micros = Int64(text) else { return nil }
+        return .microseconds(micros)
+    }
+
+    /// Whether it has the interface file `name`.
+    public func has(_ name: String) -> Bool {
+        FileSystem.fileExists(path + "/" + name)
+    }
+
+    /// Its child cgroups, deepest first (so they can be removed in this order).
+    public func descendants() -> [CgroupDirectory] {
+        guard let directory = opendir(path) else { return [] }
+        defer { closedir(directory) }
+        var found: [CgroupDirectory] = []
+        while let entry = readdir(directory) {
+            guard entry.pointee.d_type == UInt8(DT_DIR) else { continue }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            guard name != ".", name != ".." else { continue }
+            let child = child(name)
+            found += child.descendants() + [child]
+        }
+        return found
+    }
+
+    /// Writes `text` to the interface file `name`.
+    public func write(_ name: String, _ text: String) throws(Errno) {
+        let fd = try FileDescriptor.open(path + "/" + name, .writeOnly)
+        defer { try? fd.close() }
+        try fd.writeAll(text)
+    }
+
+    /// The interface file `name`, a line each.
+    public func lines(_ name: String) throws(Errno) -> [String] {
+        String(decoding: try FileSystem.readFile(path + "/" + name), as: UTF8.self)
+            .split(separator: "\n").map(String.init)
+    }
+
+    /// A flat-keyed interface file (`key value` lines) as a dictionary.
+    public func keyed(_ name: String) throws(Errno) -> [String: String] {
+        var values: [String: String] = [:]
+        for line in try lines(name) {
+            let parts = line.split(separator: " ", maxSplits: 1)
+            if parts.count == 2 { values[String(parts[0])] = String(parts[1]) }
+        }
+        return values
+    }
+}
+
+/// Where this process sits in the cgroup v2 hierarchy.
+public enum CgroupHierarchy {
+    /// The directory of the cgroup v2 hierarchy a process in `cgroupPath` (the `0::` line of
+    /// `/proc/PID/cgroup`) is in, from `/proc/PID/mountinfo` text: the first `cgroup2` mount whose root
+    /// contains that path. Nil when there is none.
+    public static func directory(mountinfo: String, cgroupFile: String) -> CgroupDirectory? {
+        guard let own = unifiedPath(cgroupFile: cgroupFile) else { return nil }
+        for line in mountinfo.split(separator: "\n") {
+            // ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTIONS
+            let fields = line.split(separator: " ").map(String.init)
+            guard let dash = fields.firstIndex(of: "-"), dash + 1 < fields.count, fields[dash + 1] == "cgroup2",
+                  fields.count > 4 else { continue }
+            let root = unescape(fields[3]), mountPoint = unescape(fields[4])
+            let relative: String
+            if root == "/" {
+                relative = own
+            } else if own == root || own.hasPrefix(root + "/") {
+                relative = String(own.dropFirst(root.count))
+            } else {
+                continue
+            }
+            let base = mountPoint == "/" ? "" : mountPoint
+            let path = relative == "/" || relative.isEmpty ? (base.isEmpty ? "/" : base) : base + relative
+            return CgroupDirectory(path: path)
+        }
+        return nil
+    }
+
+    /// The path of the `0::` line, or nil.
+    public static func unifiedPath(cgroupFile: String) -> String? {
+        for line in cgroupFile.split(separator: "\n") where line.hasPrefix("0::") {
+            return String(line.dropFirst(3))
+        }
+        return nil
+    }
+
+    /// Whether `cgroupFile`'s process is in the hierarchy's root cgroup.
+    public static func isRoot(cgroupFile: String) -> Bool {
+        unifiedPath(cgroupFile: cgroupFile) == "/"
+    }
+
+    /// This process's cgroup v2 directory, from its `/proc/self` files; nil without a cgroup v2 mount.
+    public static func own() -> (directory: CgroupDirectory?, path: String?) {
+        let mountinfo = (try? FileSystem.readFile("/proc/self/mountinfo")).map { String(decoding: $0, as: UTF8.self) } ?? ""
+        let cgroups = (try? FileSystem.readFile("/proc/self/cgroup")).map { String(decoding: $0, as: UTF8.self) } ?? ""
+        return (directory(mountinfo: mountinfo, cgroupFile: cgroups), unifiedPath(cgroupFile: cgroups))
+    }
+
+    /// mountinfo's octal escapes (`\040` for a space, `\011`, `\012`, `\134`).
+    static func unescape(_ field: String) -> String {
+        guard field.contains("\\") else { return field }
+        var bytes: [UInt8] = []
+        var utf8 = Array(field.utf8)[...]
+        while let byte = utf8.first {
+            if byte == UInt8(ascii: "\\"), utf8.count >= 4,
+               let value = UInt8(String(decoding: utf8.dropFirst().prefix(3), as: UTF8.self), radix: 8) {
+                bytes.append(value)
+                utf8 = utf8.dropFirst(4)
+            } else {
+                bytes.append(byte)
+                utf8 = utf8.dropFirst()
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}
