@@ -274,6 +274,9 @@ actor CommandRun: RunHandle {
         }
     }
 
+    /// The run is being stopped (a timeout, or `stop`): its SIGTERM has been sent.
+    private var stopping: Bool { timedOut || (stopReason != nil && child != nil) }
+
     /// Who SIGTERM goes to under the run's `kill_mode`, for the log.
     private var termTarget: String {
         request.killMode == .controlGroup ? "its process group" : "its main process"
@@ -358,10 +361,16 @@ actor CommandRun: RunHandle {
             log.info(job: request.job, run: request.runID,
                      "its main process ended; sent SIGKILL to what it left in its process group (kill_mode=mixed)")
         case .controlGroup:
-            guard (try? ProcessControl.signalProcessGroup(group, .term)) == true else { return }  // nothing left
-            log.info(job: request.job, run: request.runID,
-                     "its main process ended; sent SIGTERM to what it left in its process group, SIGKILL in "
-                     + "\(DurationText.format(request.killGrace)) (kill_mode=control-group)")
+            // A run being stopped had its SIGTERM with the main process: a second one could mean "now,
+            // without cleaning up" to a program that handles the first. Only its SIGKILL is left to send.
+            if stopping {
+                guard (try? ProcessControl.signalProcessGroup(group, Signal(rawValue: 0))) == true else { return }
+            } else {
+                guard (try? ProcessControl.signalProcessGroup(group, .term)) == true else { return }  // nothing left
+                log.info(job: request.job, run: request.runID,
+                         "its main process ended; sent SIGTERM to what it left in its process group, SIGKILL in "
+                         + "\(DurationText.format(request.killGrace)) (kill_mode=control-group)")
+            }
             let grace = request.killGrace
             executor.queue.asyncAfter(deadline: .now() + .nanoseconds(Int(grace.nanoseconds))) {
                 _ = try? ProcessControl.signalProcessGroup(group, .kill)
@@ -461,12 +470,12 @@ actor CommandRun: RunHandle {
                 if request.killMode == .mixed {
                     log.info(job: request.job, run: request.runID, "its main process ended; killing what it left in its cgroup (kill_mode=mixed)")
                     try? cgroup.kill()
-                } else {
+                } else if !stopping {
                     log.info(job: request.job, run: request.runID,
                              "its main process ended; sending SIGTERM to what it left in its cgroup (kill_mode=control-group)")
                     cgroup.signalAll(.term)
                     scheduleKill()
-                }
+                }  // else it had its SIGTERM with the main process, and its SIGKILL is scheduled
                 // It may have emptied meanwhile, before the watch saw anything.
                 return cgroupChanged()
             }
