@@ -53,33 +53,25 @@ final class CommandLauncher: RunLauncher {
 final class RunCgroups: Sendable {
     let tree: RunCgroupTree
     let events: CgroupEvents
-    /// Cgroups of ended runs still holding what they left (`kill_mode=process`): removed once empty.
-    private let abandoned = Locked<[Int32: CgroupDirectory]>([:])
 
     init(tree: RunCgroupTree, events: CgroupEvents) {
         self.tree = tree
         self.events = events
     }
 
-    /// Removes `cgroup` now if it is empty, else once it is. Call on the runs' queue.
+    /// Removes `cgroup` now if it is empty, else once it is (what `kill_mode=process` left in it has gone).
+    /// Call on the runs' queue.
     func release(_ cgroup: CgroupDirectory) {
         if (try? cgroup.remove()) != nil || !cgroup.exists { return }
         let watch = Locked<Int32?>(nil)
-        guard let wd = try? events.watch(cgroup, handler: { [self] in
-            guard (try? cgroup.isPopulated()) == false else { return }
-            try? cgroup.remove()
-            if let wd = watch.withLock({ $0 }) {
-                events.forget(wd)
-                abandoned.withLock { $0[wd] = nil }
-            }
-        }) else { return }
-        watch.withLock { $0 = wd }
-        abandoned.withLock { $0[wd] = cgroup }
-        // It may have emptied before the watch was set.
-        if (try? cgroup.isPopulated()) == false, (try? cgroup.remove()) != nil {
+        let removeIfEmpty: @Sendable () -> Void = { [events] in
+            guard (try? cgroup.isPopulated()) == false, (try? cgroup.remove()) != nil,
+                  let wd = watch.withLock({ $0 }) else { return }
             events.forget(wd)
-            abandoned.withLock { $0[wd] = nil }
         }
+        guard let wd = try? events.watch(cgroup, handler: removeIfEmpty) else { return }
+        watch.withLock { $0 = wd }
+        removeIfEmpty()  // it may have emptied before the watch was set
     }
 }
 

@@ -13,7 +13,6 @@ public final class CgroupEvents: Sendable {
 
     private let inotify: FileDescriptor
     private let handlers = Handlers()
-    private let registration = Locked<IOWatcher.Registration?>(nil)
 
     /// The corresponding C function is `inotify_init1`.
     public init(queue: DispatchQueue) throws(Errno) {
@@ -23,10 +22,10 @@ public final class CgroupEvents: Sendable {
         let handlers = handlers
         let inotify = inotify
         do {
-            let watch = try IOWatcher.shared.watch(inotify, for: .readable, on: queue) { _ in
+            // The watcher keeps the registration for the daemon's life.
+            _ = try IOWatcher.shared.watch(inotify, for: .readable, on: queue) { _ in
                 Self.drain(inotify, handlers: handlers)
             }
-            registration.withLock { $0 = watch }
         } catch {
             try? inotify.close()
             throw error

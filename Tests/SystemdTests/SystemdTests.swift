@@ -207,6 +207,10 @@ struct SystemdTests {
         let status = try testbed.systemctl("status", "timerd.service").stdout
         #expect(status.contains("supervisor") && status.contains("keeps-1"), "cgroups of timerd.service:\n\(status)")
         for pid in kept { _ = try testbed.inside(["kill", pid]) }
+        // Once what it left has gone, the run's cgroup is removed.
+        #expect(try eventually(timeout: 10, "keeps-1's cgroup to go") {
+            try !testbed.systemctl("status", "timerd.service").stdout.contains("keeps-1")
+        })
 
         // Stopping timerd while a run's escapee lives: nothing is left for systemd to sweep.
         try testbed.timerctl("add", "atstop", "--in", "10ms", "--command", "setsid sleep 306 & sleep 307")
