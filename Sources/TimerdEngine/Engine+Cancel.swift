@@ -105,7 +105,7 @@ extension Engine {
         defer { savedAhead = [] }
         var deleted: [JobName] = []
         // A job removed meanwhile (its owner went) is not removed again.
-        for job in slice where jobs[job.name] === job && remove(job.name, reason: "cancelled", logged: false) {
+        for job in slice where jobs[job.name] === job && remove(job.name, reason: "cancelled", logged: false, stopRuns: true) {
             progress.removed.append(job.name)
             notePendingGone(job)
             if !progress.unsaved.contains(job.id) { deleted.append(job.name) }

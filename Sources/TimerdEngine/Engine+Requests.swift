@@ -133,11 +133,11 @@ extension Engine {
             // Several jobs: one line for them all; a job that leaves runs going or fires pending still has
             // its own (100,000 lines that each said "cancelled" held the log's queue, which dropped some).
             if jobs.count == 1 {
-                remove(jobs[0].name, reason: "cancelled")
+                remove(jobs[0].name, reason: "cancelled", stopRuns: true)
                 return .success(.done)
             }
             // (More than a slice go through `startCancel`.)
-            let removed = jobs.map(\.name).filter { remove($0, reason: "cancelled", logged: false) }
+            let removed = jobs.map(\.name).filter { remove($0, reason: "cancelled", logged: false, stopRuns: true) }
             if !removed.isEmpty { log(.info, Self.cancelledSummary(removed)) }
             return .success(.done)
         case .pause(let names):
@@ -263,11 +263,12 @@ extension Engine {
         return "cancelled \(names.count) jobs: " + shown + (names.count > 10 ? " and \(names.count - 10) more" : "")
     }
 
-    /// Removes a job, stops its timer and drops its pending fires. Running runs finish on their own.
-    /// Logs why, unless `logged` is false and there is nothing to say but `reason`. False when there is no
-    /// such job.
+    /// Removes a job, stops its timer and drops its pending fires. Its runs in progress are stopped as
+    /// their `kill_mode` says when `stopRuns` (a `CANCEL`: SIGTERM, SIGKILL after `kill_grace`), else they
+    /// finish on their own (a job gone from the config, or from this node in a cluster). Logs why, unless
+    /// `logged` is false and there is nothing to say but `reason`. False when there is no such job.
     @discardableResult
-    package mutating func remove(_ name: JobName, reason: String, logged: Bool = true) -> Bool {
+    package mutating func remove(_ name: JobName, reason: String, logged: Bool = true, stopRuns: Bool = false) -> Bool {
         guard let job = jobs.removeValue(forKey: name) else { return false }
         // Removed otherwise (its owner went) while its cancel takes effect: no longer counted as pending.
         if isCancelPending(job) { notePendingGone(job) }
@@ -280,9 +281,15 @@ extension Engine {
         if case .process = spec.spec.owner { out.append(.unwatchOwner(name, jobID: job.id)) }
         let dropped = job.pending
         if job.waitingForSlot > 0 { waiting.removeAll { $0.jobID == job.id } }
-        for run in job.active { orphanRuns.append((name, job.id, run.id)) }
+        for run in job.active {
+            orphanRuns.append((name, job.id, run.id))
+            if stopRuns { out.append(.stopRun(name, jobID: job.id, run: run.id, reason: reason, kill: false)) }
+        }
         var message = reason
-        if !job.active.isEmpty { message += "; \(job.active.count) run(s) still going will finish on their own" }
+        if !job.active.isEmpty {
+            message += stopRuns ? "; stopping its \(job.active.count) run(s) in progress"
+                : "; \(job.active.count) run(s) still going will finish on their own"
+        }
         if dropped > 0 { message += "; \(dropped) pending fire(s) dropped" }
         if logged || message != reason { log(.info, name, message) }
         decide(.cancelled(name, reason: message, tags: spec.spec.tags, ownerUID: job.ownerUID))

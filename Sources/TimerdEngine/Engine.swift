@@ -333,7 +333,7 @@ package struct Engine: Sendable {
         case .sharedJobsRemoved(let names, let revision):
             for name in names {
                 guard let job = jobs[name], job.shared, job.origin == .runtime, revision > job.sharedRevision else { continue }
-                remove(name, reason: "cancelled in the cluster")
+                remove(name, reason: "cancelled in the cluster", stopRuns: true)
             }
         case .sharedRevision(let names, let revision):
             for name in names where jobs[name]?.shared == true { jobs[name]!.sharedRevision = revision }

@@ -158,6 +158,17 @@ import Testing
         #expect(daemon.lines("marks") == ["got-term"])
     }
 
+    @Test func cancelStopsTheRunsInProgress() throws {
+        let daemon = try Daemon()
+        #expect(try daemon.request("ADD c in=10ms kill_grace=5s command=\(Words.quote(Self.leaver(daemon)))") == "OK")
+        let left = try Self.leftBehind(daemon)
+        #expect(try daemon.request("CANCEL c") == "OK")
+        eventually(timeout: 30, "the subshell stopped by SIGTERM") { daemon.lines("marks").contains("got-term") && !isRunning(left) }
+        #expect(daemon.logShows("job=c cancelled; stopping its 1 run(s) in progress"))
+        #expect(daemon.logShows("job=c run=1 stopping: cancelled; sending SIGTERM to its process group"))
+        #expect(daemon.logShows("job=c run=1 run of a removed job ended: killed: cancelled; killed by SIGTERM"))
+    }
+
     @Test func timeoutEscalatesToSigkill() throws {
         let daemon = try Daemon()
         #expect(try daemon.request("ADD stubborn in=10ms timeout=100ms kill_grace=200ms command='trap \"\" TERM; sleep 30 & wait; sleep 30'") == "OK")

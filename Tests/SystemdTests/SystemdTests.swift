@@ -168,7 +168,7 @@ struct SystemdTests {
         }
     }
 
-    @Test("each run has a cgroup: what it starts in a new session ends with it, except under kill_mode=process")
+    @Test("each run has a cgroup: what it starts in a new session ends with it (timeout, cancel, end, stop), except under kill_mode=process")
     func runCgroups() throws {
         try testbed.prepare(config: "[daemon]\nstop_grace = 3s\n")
         try testbed.mustSystemctl("start", "timerd.service")
@@ -192,6 +192,12 @@ struct SystemdTests {
         #expect(try eventually(timeout: 15, "timesout to time out") { try lastResult("timesout") == "timeout" })
         let afterTimeout = try sleeping(301) + sleeping(300)
         #expect(afterTimeout.isEmpty, "left after the timeout: \(afterTimeout)")
+
+        // A cancel: the run is stopped, its escapee with it.
+        try testbed.timerctl("add", "cancelled", "--in", "10ms", "--command", "setsid sleep 303 & sleep 304")
+        #expect(try eventually(timeout: 10, "the escapee of cancelled to start") { try !sleeping(303).isEmpty })
+        #expect(try testbed.timerctl("cancel", "cancelled").succeeded)
+        #expect(try eventually(timeout: 15, "cancelled's processes to end") { try (sleeping(303) + sleeping(304)).isEmpty })
 
         // The main process exits: what it left in the cgroup is stopped, and the run ends after it.
         try testbed.timerctl("add", "leaves", "--in", "10ms", "--command", "setsid sleep 302 & exit 0")
