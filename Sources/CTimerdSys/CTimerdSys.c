@@ -489,11 +489,20 @@ int tsys_spawn_finish(struct tsys_spawn_pending *pending, int *stage) {
     return err;
 }
 
-int tsys_wait(pid_t pid, int blocking, int *kind, int *value) {
+int tsys_wait(pid_t pid, int blocking, int *kind, int *value, struct tsys_usage *usage) {
     int status = 0;
-    pid_t r = waitpid(pid, &status, blocking ? 0 : WNOHANG);
+    struct rusage used;
+    memset(&used, 0, sizeof used);
+    pid_t r = wait4(pid, &status, blocking ? 0 : WNOHANG, &used);
     if (r <= 0) {
         return (int)r;
+    }
+    if (usage != NULL) {
+        usage->cpu_usec = (long long)(used.ru_utime.tv_sec + used.ru_stime.tv_sec) * 1000000LL +
+                          (long long)(used.ru_utime.tv_usec + used.ru_stime.tv_usec);
+        usage->max_rss_kib = used.ru_maxrss;
+        usage->in_blocks = used.ru_inblock;
+        usage->out_blocks = used.ru_oublock;
     }
     if (WIFEXITED(status)) {
         *kind = TSYS_WAIT_EXITED;

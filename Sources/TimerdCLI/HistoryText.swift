@@ -11,23 +11,35 @@ import TimerdProtocol
 /// 12   2026-11-28 23:55:00  2026-11-29 00:01:20  3s        ok          6m20s
 /// ```
 package enum HistoryText {
-    /// The table: RUN, SCHEDULED, STARTED, DURATION, RESULT, LATE, in the order given (timerd sends the
+    /// The table: RUN, SCHEDULED, STARTED, DURATION, (CPU, MEMORY,) RESULT, LATE, in the order given (timerd sends the
     /// newest first). Times are local (`zone`): the time of day for today, with the date before it for
     /// other days. SCHEDULED is `manual` for a run started by hand (`timerctl run`), whose LATE is `-`.
     /// No runs gives just the header.
     package static func table(_ runs: [RunRecord], now: WallTime, zone: ZoneRules) -> String {
         // Cluster mode: which node ran each run.
         let nodes = runs.contains { $0.node != nil }
-        var rows = [["RUN", "SCHEDULED", "STARTED", "DURATION", "RESULT", "LATE"] + (nodes ? ["NODE"] : [])]
+        // What the runs used, when any of them says (commands' runs recorded by a timerd that measures it).
+        let usage = runs.contains { $0.cpu_usage_ms != nil || $0.memory_peak_bytes != nil }
+        var header = ["RUN", "SCHEDULED", "STARTED", "DURATION"]
+        if usage { header += ["CPU", "MEMORY"] }
+        header += ["RESULT", "LATE"]
+        if nodes { header.append("NODE") }
+        var rows = [header]
         for run in runs {
-            rows.append([
+            var row: [String] = [
                 String(run.run),
                 run.scheduled_at.map { localTime($0, now: now, zone: zone) } ?? "manual",
                 localTime(run.started_at, now: now, zone: zone),
                 duration(run),
-                resultSummary(run),
-                run.lateness_ms.map(TimeText.milliseconds) ?? "-",
-            ] + (nodes ? [run.node ?? "-"] : []))
+            ]
+            if usage {
+                row.append(run.cpu_usage_ms.map(TimeText.milliseconds) ?? "-")
+                row.append(run.memory_peak_bytes.map { StatsText.bytes(UInt64(max(0, $0))) } ?? "-")
+            }
+            row.append(resultSummary(run))
+            row.append(run.lateness_ms.map(TimeText.milliseconds) ?? "-")
+            if nodes { row.append(run.node ?? "-") }
+            rows.append(row)
         }
         return JobInfoText.columns(rows).joined(separator: "\n") + "\n"
     }

@@ -118,6 +118,11 @@ package enum JobInfoText {
                 if let status = job.last_http_status { add("  status", "HTTP \(status)") }
                 if let signal = job.last_signal { add("  signal", "\(signalName(signal)) (\(signal))") }
                 if let duration = job.last_duration_ms { add("  duration", TimeText.milliseconds(duration)) }
+                if let cpu = job.last_cpu_usage_ms { add("  cpu", TimeText.milliseconds(cpu)) }
+                if let peak = job.last_memory_peak_bytes { add("  memory", StatsText.bytes(UInt64(max(0, peak))) + " at peak") }
+                if let read = job.last_io_read_bytes, let written = job.last_io_write_bytes {
+                    add("  io", "\(StatsText.bytes(UInt64(max(0, read)))) read, \(StatsText.bytes(UInt64(max(0, written)))) written")
+                }
                 if let reason = job.last_reason { add("  reason", reason) }
             }
         } else {

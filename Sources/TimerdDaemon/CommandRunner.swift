@@ -106,6 +106,9 @@ actor CommandRun: RunHandle {
     /// The main process's end, held while what it left in the cgroup is stopped: the run ends when the
     /// cgroup is empty.
     private var mainEnded: TerminationStatus?
+    /// What the main process and the children it reaped used (`wait4`), once it has been reaped having
+    /// started its program.
+    private var mainUsage: ResourceUsage?
 
     init(request: RunRequest, executor: QueueExecutor, accounts: DispatchQueue, cgroups: RunCgroups?, log: Logger,
          clock: any Clock, events: @escaping @Sendable (RunEvent) -> Void) {
@@ -438,9 +441,10 @@ actor CommandRun: RunHandle {
     private func childExited() {
         guard let child, !finished, mainEnded == nil else { return }
         let status: TerminationStatus
+        let usage: ResourceUsage
         do {
-            guard let ended = try child.waitExit() else { return }  // spurious wake-up
-            status = ended
+            guard let ended = try child.waitExitWithUsage() else { return }  // spurious wake-up
+            (status, usage) = ended
         } catch {
             return finish(.failed, exitCode: nil, signal: nil, reason: "lost track of the process: \(error)")
         }
@@ -448,6 +452,7 @@ actor CommandRun: RunHandle {
             closeOutput()
             return finish(.failed, exitCode: nil, signal: nil, reason: failure.description)
         }
+        mainUsage = usage
         if let cgroup {
             // What the main process left in the cgroup is stopped as `kill_mode` says, and the run ends when
             // the cgroup is empty; under `process` it is left alone and the run ends now.
@@ -518,6 +523,7 @@ actor CommandRun: RunHandle {
         }
         timeoutTimer?.cancel()
         killTimer?.cancel()
+        let usage = usage()
         if let cgroup, let cgroups {
             if let cgroupWatch { cgroups.events.forget(cgroupWatch) }
             cgroupWatch = nil
@@ -526,7 +532,30 @@ actor CommandRun: RunHandle {
         let now = clock.now()
         let outcome = RunOutcome(
             result: result, exitCode: exitCode, signal: signal, reason: reason,
-            output: String(decoding: tail, as: UTF8.self), finishedWall: now.wall, duration: now.mono - startedMono)
+            output: String(decoding: tail, as: UTF8.self), finishedWall: now.wall, duration: now.mono - startedMono,
+            usage: usage)
         events(.finished(outcome))
+    }
+
+    /// The main process's largest resident set as `wait4` gives it, if it is the program's own. The child
+    /// shares timerd's memory until its `execve`, and Linux carries that memory's peak over into the
+    /// child's (`exec_mmap`: `setmax_mm_hiwater_rss`), so a figure no larger than timerd's own peak may be
+    /// timerd's: unknown (nil). A larger one can only be the program's, or of a process it reaped.
+    static func ownPeak(_ maxResident: Int64) -> Int64? {
+        guard let timerd = try? ProcessControl.peakResidentBytes(of: "self") else { return nil }
+        return maxResident > timerd ? maxResident : nil
+    }
+
+    /// What the run used, once it has ended having started its program: everything in its cgroup where it
+    /// has one (what the cgroup cannot say, the main process and what it reaped). Read before the cgroup
+    /// is removed.
+    private func usage() -> RunUsage {
+        guard let main = mainUsage else { return RunUsage() }
+        let io = cgroup?.ioBytes()
+        return RunUsage(
+            cpu: cgroup?.cpuUsage() ?? main.cpu,
+            memoryPeakBytes: cgroup?.memoryPeak() ?? Self.ownPeak(main.maxResidentBytes),
+            ioReadBytes: io?.read ?? main.blocksReadBytes,
+            ioWriteBytes: io?.written ?? main.blocksWrittenBytes)
     }
 }

@@ -70,7 +70,8 @@ struct ControlHandler: Sendable {
                     run: run.run, scheduled_at: run.scheduledAt.map(RFC3339.format), started_at: RFC3339.format(run.startedAt),
                     ended_at: RFC3339.format(run.endedAt), result: run.result, exit_code: run.exitCode,
                     http_status: run.httpStatus, lateness_ms: run.latenessMs, output: withOutput ? run.output : nil,
-                    node: run.node ?? cluster?.node)
+                    node: run.node ?? cluster?.node, cpu_usage_ms: run.cpuUsageMs, memory_peak_bytes: run.memoryPeakBytes.map(Int64.init),
+                    io_read_bytes: run.ioReadBytes.map(Int64.init), io_write_bytes: run.ioWriteBytes.map(Int64.init))
             }
         } catch {
             throw TimerdError(.internal, "cannot read the history: \(error.message)")

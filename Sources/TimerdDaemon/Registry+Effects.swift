@@ -155,7 +155,7 @@ extension Registry {
             log.log(outcome.result == .ok ? .info : .warning, job: name.rawValue, run: run, exitStatus: outcome.exitStatusField,
                     outcome.summary)
             emit("finished", job: name, run: run, result: outcome.result.rawValue, exitCode: outcome.exitCode,
-                 httpStatus: outcome.httpStatus, reason: outcome.reason)
+                 httpStatus: outcome.httpStatus, reason: outcome.reason, usage: outcome.usage)
         case .skipped(let name, _, let count, let reason), .missed(let name, _, let count, let reason):
             emit("skipped", job: name, reason: count == 1 ? reason : "\(count) fires: \(reason)")
         case .cancelled(let name, let reason, let tags, let ownerUID):

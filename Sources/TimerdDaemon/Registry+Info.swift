@@ -64,6 +64,10 @@ extension JobInfo {
             last_signal = outcome.signal
             last_http_status = outcome.httpStatus
             last_duration_ms = Double(outcome.duration.nanoseconds) / 1_000_000
+            last_cpu_usage_ms = outcome.usage.cpuMilliseconds
+            last_memory_peak_bytes = outcome.usage.memoryPeakBytes
+            last_io_read_bytes = outcome.usage.ioReadBytes
+            last_io_write_bytes = outcome.usage.ioWriteBytes
             if !job.redacted {
                 last_reason = outcome.reason
                 last_output = job.lastOutput ?? ""

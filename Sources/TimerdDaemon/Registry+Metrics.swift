@@ -49,6 +49,29 @@ extension Registry {
             guard let (_, outcome) = engine.job(name)!.lastOutcome else { continue }
             text += "timerd_job_last_duration_seconds{job=\"\(name)\"} \(number(Double(outcome.duration.nanoseconds) / 1e9))\n"
         }
+        family("timerd_job_cpu_seconds_total", "counter", "CPU time the job's runs used (user and system).")
+        for name in names {
+            let totals = engine.job(name)!.usageTotals
+            guard totals != UsageTotals() else { continue }
+            text += "timerd_job_cpu_seconds_total{job=\"\(name)\"} \(number(Double(totals.cpu.nanoseconds) / 1e9))\n"
+        }
+        family("timerd_job_io_read_bytes_total", "counter", "Bytes the job's runs read from storage.")
+        for name in names {
+            let totals = engine.job(name)!.usageTotals
+            guard totals != UsageTotals() else { continue }
+            text += "timerd_job_io_read_bytes_total{job=\"\(name)\"} \(totals.ioReadBytes)\n"
+        }
+        family("timerd_job_io_write_bytes_total", "counter", "Bytes the job's runs wrote to storage.")
+        for name in names {
+            let totals = engine.job(name)!.usageTotals
+            guard totals != UsageTotals() else { continue }
+            text += "timerd_job_io_write_bytes_total{job=\"\(name)\"} \(totals.ioWriteBytes)\n"
+        }
+        family("timerd_job_last_memory_peak_bytes", "gauge", "The most memory the job's last run had in use at once.")
+        for name in names {
+            guard let peak = engine.job(name)!.lastOutcome?.outcome.usage.memoryPeakBytes else { continue }
+            text += "timerd_job_last_memory_peak_bytes{job=\"\(name)\"} \(peak)\n"
+        }
         family("timerd_jobs", "gauge", "Jobs by state.")
         for state in [JobState.scheduled, .paused, .finished] {
             text += "timerd_jobs{state=\"\(state.rawValue)\"} \(engine.liveJobs.filter { $0.state == state }.count)\n"

@@ -86,7 +86,9 @@ extension Registry {
                 job: record.job.rawValue, run: record.run, scheduledAt: record.scheduledAt, startedAt: record.startedAt,
                 endedAt: outcome.finishedWall, result: outcome.result.rawValue, exitCode: outcome.exitCode,
                 httpStatus: outcome.httpStatus, latenessMs: record.lateness.map { Double($0.nanoseconds) / 1_000_000 },
-                output: outcome.output, node: record.node), keep: keep)
+                output: outcome.output, node: record.node, cpuUsageMs: outcome.usage.cpuMilliseconds,
+                memoryPeakBytes: outcome.usage.memoryPeakBytes.map(Int.init), ioReadBytes: outcome.usage.ioReadBytes.map(Int.init),
+                ioWriteBytes: outcome.usage.ioWriteBytes.map(Int.init)), keep: keep)
         case .fireRecord(let record, let keep):
             return .recordDueFire(StoredFire(
                 job: record.job.rawValue, sequence: record.sequence, scheduled: record.scheduled, outcome: record.outcome.rawValue,

@@ -39,7 +39,7 @@ extension Registry {
     /// `gone`: the tags and owner of a job no longer in the table (a cancelled one).
     func emit(_ event: String, job name: JobName, run: Int? = nil, scheduledAt: WallTime? = nil,
               result: String? = nil, exitCode: Int? = nil, httpStatus: Int? = nil, reason: String? = nil,
-              latenessNs: Int64? = nil, gone: (tags: [String], ownerUID: UInt32)? = nil) {
+              latenessNs: Int64? = nil, usage: RunUsage? = nil, gone: (tags: [String], ownerUID: UInt32)? = nil) {
         guard !watchers.isEmpty else { return }
         let job = engine.job(name)
         let tags = gone?.tags ?? job?.spec.tags ?? []
@@ -55,7 +55,9 @@ extension Registry {
         var event = WatchEvent(
             at: RFC3339.format(clock.wallNow), event: event, job: name.rawValue, run: run,
             scheduled_at: scheduledAt.map(RFC3339.format), result: result, exit_code: exitCode, http_status: httpStatus, reason: reason,
-            lateness_ms: latenessNs.map { Double($0) / 1_000_000 })
+            lateness_ms: latenessNs.map { Double($0) / 1_000_000 }, cpu_usage_ms: usage?.cpuMilliseconds,
+            memory_peak_bytes: usage?.memoryPeakBytes.map(Int.init), io_read_bytes: usage?.ioReadBytes.map(Int.init),
+            io_write_bytes: usage?.ioWriteBytes.map(Int.init))
         let line = event.json
         event.reason = nil
         var redacted: String?

@@ -158,6 +158,7 @@ extension Engine {
             kept.output = ""
             job.lastOutcome = (runID, kept)
             job.runsByResult[outcome.result] += 1
+            if outcome.usage != RunUsage() { job.usageTotals.add(outcome.usage) }
             if outcome.result == .ok { job.lastSuccess = outcome.finishedWall }
             // The interpreter logs the run's end from this decision, with its exit status for the journal.
             decide(.finished(name, run: runID, outcome: outcome))

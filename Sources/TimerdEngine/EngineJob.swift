@@ -230,6 +230,12 @@ package final class EngineJob: @unchecked Sendable {
         set { if activity != nil || newValue != ResultCounts() { writableActivity.runsByResult = newValue } }
     }
 
+    /// What the job's runs used, added up (the metrics file's counters).
+    package var usageTotals: UsageTotals {
+        get { activity?.usageTotals ?? UsageTotals() }
+        set { if activity != nil || newValue != UsageTotals() { writableActivity.usageTotals = newValue } }
+    }
+
     package var lastSuccess: WallTime? {
         get { activity?.lastSuccess }
         set { if activity != nil || newValue != nil { writableActivity.lastSuccess = newValue } }
@@ -261,9 +267,25 @@ final class JobActivity {
     var skipped = 0
     var lastSkip: (at: WallTime, reason: String)?
     var runsByResult = ResultCounts()
+    var usageTotals = UsageTotals()
     var lastSuccess: WallTime?
     var heldFire: PendingFire?
     var heldSince: WallTime?
+}
+
+/// What a job's runs used, added up over the runs that said (`RunUsage`).
+package struct UsageTotals: Sendable, Equatable {
+    package var cpu: Duration = .zero
+    package var ioReadBytes: Int64 = 0
+    package var ioWriteBytes: Int64 = 0
+
+    package init() {}
+
+    package mutating func add(_ usage: RunUsage) {
+        cpu += usage.cpu ?? .zero
+        ioReadBytes += usage.ioReadBytes ?? 0
+        ioWriteBytes += usage.ioWriteBytes ?? 0
+    }
 }
 
 /// A cron or calendar job's schedule and its place on it (see `EngineJob.civil`).

@@ -44,9 +44,11 @@ package struct RunOutcome: Sendable, Equatable {
     package var output: String
     package var finishedWall: WallTime
     package var duration: Duration
+    /// What a command's run used (empty for a webhook, or a run that never started its program).
+    package var usage: RunUsage
 
     package init(result: Result, exitCode: Int? = nil, signal: Int? = nil, httpStatus: Int? = nil, reason: String,
-                 output: String = "", finishedWall: WallTime, duration: Duration) {
+                 output: String = "", finishedWall: WallTime, duration: Duration, usage: RunUsage = RunUsage()) {
         self.result = result
         self.exitCode = exitCode
         self.signal = signal
@@ -55,11 +57,37 @@ package struct RunOutcome: Sendable, Equatable {
         self.output = output
         self.finishedWall = finishedWall
         self.duration = duration
+        self.usage = usage
     }
 
     /// `ok: exited with status 0 after 12ms`, for the log.
     package var summary: String {
         "\(result.rawValue): \(reason) after \(DurationText.format(.milliseconds(duration.nanoseconds / 1_000_000)))"
+    }
+}
+
+/// What a command's run used, each nil where it is not known (`docs/observability.md`, "Resource
+/// accounting"): with a cgroup for the run, everything in it (`cpu.stat`, and `memory.peak` and
+/// `io.stat` where those controllers are delegated); else, or for what the cgroup cannot say, the main
+/// process and the children it reaped (`wait4`).
+package struct RunUsage: Sendable, Equatable {
+    /// CPU time, user and system.
+    package var cpu: Duration?
+    /// The most memory in use at once: the cgroup's peak, or the largest resident set of one process.
+    package var memoryPeakBytes: Int64?
+    package var ioReadBytes: Int64?
+    package var ioWriteBytes: Int64?
+
+    package init(cpu: Duration? = nil, memoryPeakBytes: Int64? = nil, ioReadBytes: Int64? = nil, ioWriteBytes: Int64? = nil) {
+        self.cpu = cpu
+        self.memoryPeakBytes = memoryPeakBytes
+        self.ioReadBytes = ioReadBytes
+        self.ioWriteBytes = ioWriteBytes
+    }
+
+    /// CPU time in milliseconds (microsecond precision), as `show`, `history` and `WATCH` give it.
+    package var cpuMilliseconds: Double? {
+        cpu.map { Double($0.nanoseconds / 1_000) / 1_000 }
     }
 }
 

@@ -42,6 +42,12 @@ public struct JobInfo: Codable, Equatable, Sendable {
     /// The HTTP status of a webhook run's last attempt (null for commands, and when no response came).
     public var last_http_status: Int?
     public var last_duration_ms: Double?
+    /// What the last run of a command used (null where unknown; `docs/observability.md`, "Resource
+    /// accounting"): CPU time, the most memory in use at once, bytes read and written.
+    public var last_cpu_usage_ms: Double?
+    public var last_memory_peak_bytes: Int64?
+    public var last_io_read_bytes: Int64?
+    public var last_io_write_bytes: Int64?
     /// How late the last run started compared with its scheduled time.
     public var last_lateness_ms: Double?
     /// Why the last run ended the way it did (e.g. "timed out after 5s; killed with SIGTERM").
@@ -119,6 +125,10 @@ public struct JobInfo: Codable, Equatable, Sendable {
         try c.encode(last_signal, forKey: .last_signal)
         try c.encode(last_http_status, forKey: .last_http_status)
         try c.encode(last_duration_ms, forKey: .last_duration_ms)
+        try c.encode(last_cpu_usage_ms, forKey: .last_cpu_usage_ms)
+        try c.encode(last_memory_peak_bytes, forKey: .last_memory_peak_bytes)
+        try c.encode(last_io_read_bytes, forKey: .last_io_read_bytes)
+        try c.encode(last_io_write_bytes, forKey: .last_io_write_bytes)
         try c.encode(last_lateness_ms, forKey: .last_lateness_ms)
         try c.encode(last_reason, forKey: .last_reason)
         try c.encode(last_output, forKey: .last_output)
@@ -150,6 +160,8 @@ public struct JobInfo: Codable, Equatable, Sendable {
         json.string(dst_rules)
         json.raw(",\"held_since\":")
         json.string(held_since)
+        json.raw(",\"last_cpu_usage_ms\":")
+        json.number(last_cpu_usage_ms)
         json.raw(",\"last_duration_ms\":")
         json.number(last_duration_ms)
         json.raw(",\"last_exit_code\":")
@@ -158,8 +170,14 @@ public struct JobInfo: Codable, Equatable, Sendable {
         json.string(last_finished)
         json.raw(",\"last_http_status\":")
         json.integer(last_http_status)
+        json.raw(",\"last_io_read_bytes\":")
+        json.integer(last_io_read_bytes)
+        json.raw(",\"last_io_write_bytes\":")
+        json.integer(last_io_write_bytes)
         json.raw(",\"last_lateness_ms\":")
         json.number(last_lateness_ms)
+        json.raw(",\"last_memory_peak_bytes\":")
+        json.integer(last_memory_peak_bytes)
         json.raw(",\"last_output\":")
         json.string(last_output)
         json.raw(",\"last_reason\":")
@@ -407,10 +425,20 @@ public struct WatchEvent: Codable, Equatable, Sendable {
     public var reason: String?
     /// On `fired`: scheduled time to timer handler, the sample `STATS` summarises.
     public var lateness_ms: Double?
+    /// On `finished` of a command's run: what it used, where known (`RunRecord`'s fields of these names).
+    public var cpu_usage_ms: Double?
+    public var memory_peak_bytes: Int?
+    public var io_read_bytes: Int?
+    public var io_write_bytes: Int?
 
     public init(at: String, event: String, job: String? = nil, run: Int? = nil, scheduled_at: String? = nil,
                 result: String? = nil, exit_code: Int? = nil, http_status: Int? = nil, reason: String? = nil,
-                lateness_ms: Double? = nil) {
+                lateness_ms: Double? = nil, cpu_usage_ms: Double? = nil, memory_peak_bytes: Int? = nil,
+                io_read_bytes: Int? = nil, io_write_bytes: Int? = nil) {
+        self.cpu_usage_ms = cpu_usage_ms
+        self.memory_peak_bytes = memory_peak_bytes
+        self.io_read_bytes = io_read_bytes
+        self.io_write_bytes = io_write_bytes
         self.at = at
         self.event = event
         self.job = job
@@ -428,11 +456,15 @@ public struct WatchEvent: Codable, Equatable, Sendable {
     public var json: String {
         var writer = JSONObjectWriter()
         writer.string("at", at)
+        writer.number("cpu_usage_ms", cpu_usage_ms)
         writer.string("event", event)
         writer.integer("exit_code", exit_code)
         writer.integer("http_status", http_status)
+        writer.integer("io_read_bytes", io_read_bytes)
+        writer.integer("io_write_bytes", io_write_bytes)
         writer.string("job", job)
         writer.number("lateness_ms", lateness_ms)
+        writer.integer("memory_peak_bytes", memory_peak_bytes)
         writer.string("reason", reason)
         writer.string("result", result)
         writer.integer("run", run)
@@ -558,10 +590,21 @@ public struct RunRecord: Codable, Equatable, Sendable {
     public var output: String?
     /// The cluster node that ran it; null outside cluster mode.
     public var node: String?
+    /// What it used (null where unknown), as `JobInfo`'s `last_cpu_usage_ms` and the rest.
+    public var cpu_usage_ms: Double?
+    public var memory_peak_bytes: Int64?
+    public var io_read_bytes: Int64?
+    public var io_write_bytes: Int64?
 
     public init(run: Int, scheduled_at: String?, started_at: String, ended_at: String, result: String,
-                exit_code: Int?, http_status: Int?, lateness_ms: Double?, output: String?, node: String? = nil) {
+                exit_code: Int?, http_status: Int?, lateness_ms: Double?, output: String?, node: String? = nil,
+                cpu_usage_ms: Double? = nil, memory_peak_bytes: Int64? = nil, io_read_bytes: Int64? = nil,
+                io_write_bytes: Int64? = nil) {
         self.node = node
+        self.cpu_usage_ms = cpu_usage_ms
+        self.memory_peak_bytes = memory_peak_bytes
+        self.io_read_bytes = io_read_bytes
+        self.io_write_bytes = io_write_bytes
         self.run = run
         self.scheduled_at = scheduled_at
         self.started_at = started_at
@@ -575,6 +618,7 @@ public struct RunRecord: Codable, Equatable, Sendable {
 
     enum CodingKeys: String, CodingKey {
         case run, scheduled_at, started_at, ended_at, result, exit_code, http_status, lateness_ms, output, node
+        case cpu_usage_ms, memory_peak_bytes, io_read_bytes, io_write_bytes
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -589,5 +633,9 @@ public struct RunRecord: Codable, Equatable, Sendable {
         try c.encode(lateness_ms, forKey: .lateness_ms)
         try c.encode(output, forKey: .output)
         try c.encode(node, forKey: .node)
+        try c.encode(cpu_usage_ms, forKey: .cpu_usage_ms)
+        try c.encode(memory_peak_bytes, forKey: .memory_peak_bytes)
+        try c.encode(io_read_bytes, forKey: .io_read_bytes)
+        try c.encode(io_write_bytes, forKey: .io_write_bytes)
     }
 }

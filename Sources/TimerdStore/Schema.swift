@@ -87,6 +87,14 @@ enum Schema {
             "CREATE TABLE cancels (id INTEGER PRIMARY KEY, names TEXT NOT NULL)",
             "CREATE TABLE cancels_done (id INTEGER PRIMARY KEY, done INTEGER NOT NULL DEFAULT 0)",
         ]),
+        // What each run used (`docs/observability.md`, "Resource accounting"); NULL where unknown, and for
+        // the runs recorded before.
+        Migration(version: 6, statements: [
+            "ALTER TABLE runs ADD COLUMN cpu_usage_ms REAL",
+            "ALTER TABLE runs ADD COLUMN memory_peak_bytes INTEGER",
+            "ALTER TABLE runs ADD COLUMN io_read_bytes INTEGER",
+            "ALTER TABLE runs ADD COLUMN io_write_bytes INTEGER",
+        ]),
     ]
 
     static var currentVersion: Int { migrations.last?.version ?? 0 }

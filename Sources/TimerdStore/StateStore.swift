@@ -120,7 +120,7 @@ public final class StateStore: Sendable {
             try database.query(
                 """
                 SELECT job, run, scheduled_at, started_at, ended_at, result, exit_code, http_status, lateness_ms, output,
-                    node
+                    node, cpu_usage_ms, memory_peak_bytes, io_read_bytes, io_write_bytes
                 FROM runs WHERE job = ?1 ORDER BY id DESC LIMIT ?2
                 """, [.text(job), .integer(Int64(limit))]
             ) { row in
@@ -128,7 +128,8 @@ public final class StateStore: Sendable {
                     job: row.text(0), run: row.int(1), scheduledAt: row.optionalTime(2), startedAt: row.time(3),
                     endedAt: row.time(4), result: row.text(5), exitCode: row.optionalInt(6),
                     httpStatus: row.optionalInt(7), latenessMs: row.optionalDouble(8), output: row.text(9),
-                    node: row.optionalText(10))
+                    node: row.optionalText(10), cpuUsageMs: row.optionalDouble(11), memoryPeakBytes: row.optionalInt(12),
+                    ioReadBytes: row.optionalInt(13), ioWriteBytes: row.optionalInt(14))
             }
         }
     }

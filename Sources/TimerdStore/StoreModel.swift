@@ -50,13 +50,23 @@ public struct StoredRun: Equatable, Sendable {
     public var output: String
     /// The cluster node that ran it (nil: this daemon, outside cluster mode).
     public var node: String?
+    /// What it used, each nil where unknown (schema version 6; nil for runs recorded before).
+    public var cpuUsageMs: Double?
+    public var memoryPeakBytes: Int?
+    public var ioReadBytes: Int?
+    public var ioWriteBytes: Int?
 
     public init(
         job: String, run: Int, scheduledAt: WallTime? = nil, startedAt: WallTime, endedAt: WallTime,
         result: String, exitCode: Int? = nil, httpStatus: Int? = nil, latenessMs: Double? = nil, output: String = "",
-        node: String? = nil
+        node: String? = nil, cpuUsageMs: Double? = nil, memoryPeakBytes: Int? = nil, ioReadBytes: Int? = nil,
+        ioWriteBytes: Int? = nil
     ) {
         self.node = node
+        self.cpuUsageMs = cpuUsageMs
+        self.memoryPeakBytes = memoryPeakBytes
+        self.ioReadBytes = ioReadBytes
+        self.ioWriteBytes = ioWriteBytes
         self.job = job
         self.run = run
         self.scheduledAt = scheduledAt

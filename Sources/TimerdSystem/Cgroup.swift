@@ -77,6 +77,29 @@ public struct CgroupDirectory: Sendable, Hashable, CustomStringConvertible {
         return .microseconds(micros)
     }
 
+    /// The most memory everything in it used at once (`memory.peak`, with the memory controller, Linux
+    /// 5.19), or nil.
+    public func memoryPeak() -> Int64? {
+        guard let text = try? lines("memory.peak").first else { return nil }
+        return Int64(text)
+    }
+
+    /// Bytes read and written by everything in it, over every device (`io.stat`'s `rbytes` and `wbytes`,
+    /// with the io controller), or nil.
+    public func ioBytes() -> (read: Int64, written: Int64)? {
+        guard has("io.stat"), let devices = try? lines("io.stat") else { return nil }
+        var read: Int64 = 0, written: Int64 = 0
+        for device in devices {
+            // MAJ:MIN rbytes=N wbytes=N rios=N wios=N dbytes=N dios=N
+            for field in device.split(separator: " ").dropFirst() {
+                let pair = field.split(separator: "=", maxSplits: 1)
+                guard pair.count == 2, let value = Int64(pair[1]) else { continue }
+                if pair[0] == "rbytes" { read += value } else if pair[0] == "wbytes" { written += value }
+            }
+        }
+        return (read, written)
+    }
+
     /// Whether it has the interface file `name`.
     public func has(_ name: String) -> Bool {
         FileSystem.fileExists(path + "/" + name)

@@ -20,6 +20,24 @@ public enum TerminationStatus: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
+/// What a reaped process and the children it reaped used (`wait4`'s rusage).
+public struct ResourceUsage: Sendable, Equatable {
+    /// CPU time, user and system.
+    public var cpu: Duration
+    /// The largest resident set of any one of them (not their sum).
+    public var maxResidentBytes: Int64
+    /// Read from and written to storage (the kernel's 512-byte block counts; not what page cache served).
+    public var blocksReadBytes: Int64
+    public var blocksWrittenBytes: Int64
+
+    public init(cpu: Duration, maxResidentBytes: Int64, blocksReadBytes: Int64, blocksWrittenBytes: Int64) {
+        self.cpu = cpu
+        self.maxResidentBytes = maxResidentBytes
+        self.blocksReadBytes = blocksReadBytes
+        self.blocksWrittenBytes = blocksWrittenBytes
+    }
+}
+
 /// Waiting for and signalling processes by pid.
 public enum ProcessControl {
     /// Reaps child `pid` if it has ended: its status, or nil if it is still running. With
@@ -28,13 +46,26 @@ public enum ProcessControl {
     ///
     /// The corresponding C function is `waitpid`.
     public static func waitExit(pid: Int32, blocking: Bool = false) throws(Errno) -> TerminationStatus? {
+        try waitExitWithUsage(pid: pid, blocking: blocking)?.status
+    }
+
+    /// `waitExit`, with what the child and the children it reaped used.
+    ///
+    /// The corresponding C function is `wait4`.
+    public static func waitExitWithUsage(
+        pid: Int32, blocking: Bool = false
+    ) throws(Errno) -> (status: TerminationStatus, usage: ResourceUsage)? {
         var kind: Int32 = 0
         var value: Int32 = 0
-        let reaped = try retryOnInterrupt { tsys_wait(pid, blocking ? 1 : 0, &kind, &value) }
+        var used = tsys_usage()
+        let reaped = try retryOnInterrupt { tsys_wait(pid, blocking ? 1 : 0, &kind, &value, &used) }
         if reaped == 0 {
             return nil
         }
-        return kind == TSYS_WAIT_EXITED ? .exited(value) : .signaled(Signal(rawValue: value))
+        let usage = ResourceUsage(
+            cpu: .microseconds(used.cpu_usec), maxResidentBytes: used.max_rss_kib * 1024,
+            blocksReadBytes: used.in_blocks * 512, blocksWrittenBytes: used.out_blocks * 512)
+        return (kind == TSYS_WAIT_EXITED ? .exited(value) : .signaled(Signal(rawValue: value)), usage)
     }
 
     /// Sends `signal` to every process in process group `processGroup` (a spawned child's pid,
@@ -64,6 +95,17 @@ public enum ProcessControl {
             throw .invalidArgument
         }
         return pages * UInt64(sysconf(Int32(_SC_PAGESIZE)))
+    }
+
+    /// The most memory process `pid` (`"self"` for this one) has had resident (`VmHWM` in
+    /// /proc/PID/status), in bytes.
+    public static func peakResidentBytes(of pid: String) throws(Errno) -> Int64 {
+        let text = String(decoding: try FileSystem.readFile("/proc/\(pid)/status"), as: UTF8.self)
+        for line in text.split(separator: "\n") where line.hasPrefix("VmHWM:") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            if fields.count >= 2, let kib = Int64(fields[1]) { return kib * 1024 }
+        }
+        throw .invalidArgument
     }
 
     /// Opens a close-on-exec pidfd for any process (not only a child): it becomes readable

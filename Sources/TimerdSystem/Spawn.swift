@@ -102,6 +102,13 @@ public struct ChildProcess: Sendable, Hashable {
         try ProcessControl.waitExit(pid: pid, blocking: blocking)
     }
 
+    /// `waitExit`, with what the child and the children it reaped used.
+    ///
+    /// The corresponding C function is `wait4`.
+    public func waitExitWithUsage(blocking: Bool = false) throws(Errno) -> (status: TerminationStatus, usage: ResourceUsage)? {
+        try ProcessControl.waitExitWithUsage(pid: pid, blocking: blocking)
+    }
+
     /// Sends `signal` to the child alone, through its pidfd, so a recycled pid is never hit.
     /// Returns false if it has already been reaped (ESRCH).
     ///

@@ -193,6 +193,17 @@ struct SystemdTests {
         let afterTimeout = try sleeping(301) + sleeping(300)
         #expect(afterTimeout.isEmpty, "left after the timeout: \(afterTimeout)")
 
+        // What a run used comes from its cgroup (cpu.stat): here an escapee that spins for 300 ms of CPU by its
+        // own count while the main process, which never reaps it (wait4 would not count it), sleeps.
+        let spun = testbed.scratch + "/spun"
+        let spin = "while :; do read -r line < /proc/\\$\\$/stat; set -- \\$line; [ \\$(( \\${14} + \\${15} )) -ge 30 ] && break; done"
+        try testbed.timerctl("add", "spins", "--in", "10ms", "--command",
+                             "setsid sh -c \"\(spin); touch \(spun)\" & while [ ! -e \(spun) ]; do sleep 0.01; done")
+        #expect(try eventually(timeout: 15, "spins to end") { try lastResult("spins") == "ok" })
+        let shown = try JSONSerialization.jsonObject(with: Data(try testbed.timerctl("--json", "show", "spins").stdout.utf8)) as? [String: Any]
+        let cpu = shown?["last_cpu_usage_ms"] as? Double ?? 0
+        #expect(cpu >= 300, "spins: \(String(describing: shown))")
+
         // A cancel: the run is stopped, its escapee with it.
         try testbed.timerctl("add", "cancelled", "--in", "10ms", "--command", "setsid sleep 303 & sleep 304")
         #expect(try eventually(timeout: 10, "the escapee of cancelled to start") { try !sleeping(303).isEmpty })

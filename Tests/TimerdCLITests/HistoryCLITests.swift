@@ -59,6 +59,19 @@ struct HistoryCLITests {
             """)
     }
 
+    @Test func runsThatSayWhatTheyUsedGetCPUAndMemoryColumns() {
+        var measured = Array(runs.prefix(2))
+        measured[0].cpu_usage_ms = 812.5
+        measured[0].memory_peak_bytes = 52_428_800
+        measured[1].cpu_usage_ms = 3
+        #expect(HistoryText.table(measured, now: fixedNow, zone: .utc) == """
+            RUN  SCHEDULED  STARTED   DURATION  CPU    MEMORY    RESULT      LATE
+            14   15:55:00   15:55:00  1.234s    813ms  50.0 MiB  failed (3)  2ms
+            13   manual     15:52:10  1.1s      3ms    -         ok          -
+
+            """)
+    }
+
     @Test func timesAreInTheLocalZoneAndTodayIsTheLocalDay() {
         // 17:00 in Berlin: runs 11 and 12 were after local midnight, so today there.
         #expect(HistoryText.table(runs, now: fixedNow, zone: Self.berlin) == """

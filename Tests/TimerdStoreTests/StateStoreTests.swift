@@ -35,7 +35,8 @@ import TimerdCore
                 exitCode: nil, httpStatus: 503, latenessMs: 12.625, output: "tail with NUL \u{0} inside\nand ünïcode\n"),
             StoredRun(
                 job: "zeta", run: 42, scheduledAt: t0 + .seconds(60), startedAt: t0 + .seconds(61),
-                endedAt: t0 + .seconds(62), result: "failed", exitCode: -9, httpStatus: nil, latenessMs: nil, output: ""),
+                endedAt: t0 + .seconds(62), result: "failed", exitCode: -9, httpStatus: nil, latenessMs: nil, output: "",
+                cpuUsageMs: 1234.567, memoryPeakBytes: 52_428_800, ioReadBytes: 4096, ioWriteBytes: 0),
         ]
         do {
             let (store, recovered) = try StateStore.open(directory: dir.path)
@@ -449,6 +450,37 @@ import TimerdCore
         try store.applyAndWait([.markCancelled(id: 1, names: ["gone"])])
         try store.applyAndWait([.deleteCancelled(id: 1, names: ["gone"], done: 1, finished: true)])
         #expect(try store.jobs().map(\.name) == ["old"])
+    }
+
+    /// A file of schema version 5 gets the usage columns (version 6); its runs keep theirs, with no usage.
+    @Test func version5FilesGetTheUsageColumnsAndKeepTheirRuns() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let t0 = WallTime(nanosecondsSinceEpoch: 1_764_000_000_000_000_000)
+        let old = StoredRun(job: "a", run: 1, startedAt: t0, endedAt: t0 + .seconds(1), result: "ok", exitCode: 0)
+        do {
+            let (store, _) = try StateStore.open(directory: dir.path, migrations: Array(Schema.migrations.prefix(5)), synchronous: .full)
+            try store.applyAndWait([.putJob(job("a"))])
+            store.close()
+            // The run as a timerd of version 5 wrote it (this build's INSERT names the new columns).
+            let database = try Database(path: dir.path + "/state.db")
+            try database.executeScript("""
+                INSERT INTO runs (job, run, scheduled_at, started_at, ended_at, result, exit_code, http_status, lateness_ms,
+                    output, node)
+                VALUES ('a', 1, NULL, \(t0.nanosecondsSinceEpoch), \((t0 + .seconds(1)).nanosecondsSinceEpoch), 'ok', 0, NULL,
+                    NULL, '', NULL)
+                """)
+            #expect(try database.userVersion == 5)
+            database.close()
+        }
+        let (store, _) = try StateStore.open(directory: dir.path)
+        defer { store.close() }
+        var new = old
+        new.run = 2
+        new.cpuUsageMs = 5.5
+        new.memoryPeakBytes = 1 << 20
+        try store.applyAndWait([.recordRun(new, keep: 10)])
+        #expect(try store.history(job: "a", limit: 10) == [new, old])
     }
 
     @Test func failingMigrationLeavesTheVersionAlone() throws {

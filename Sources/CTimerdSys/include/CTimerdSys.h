@@ -88,10 +88,20 @@ int tsys_spawn_finish(struct tsys_spawn_pending *pending, int *stage);
 #define TSYS_WAIT_EXITED 1    // `*value` is the exit code (0...255).
 #define TSYS_WAIT_SIGNALED 2  // `*value` is the terminating signal number.
 
-/// waitpid(pid, &status, blocking ? 0 : WNOHANG), decoded. Returns `pid` and fills `*kind`
-/// (a TSYS_WAIT_* value) and `*value` when the child was reaped; 0 when it is still running
-/// (non-blocking only); -1 on error.
-int tsys_wait(pid_t pid, int blocking, int *kind, int *value);
+/// What a reaped child and the children it reaped used (wait4's rusage): CPU time (user + system),
+/// the largest resident set of any one of them, and blocks read from and written to storage (512-byte
+/// units, as the kernel counts them).
+struct tsys_usage {
+    long long cpu_usec;
+    long long max_rss_kib;
+    long long in_blocks;
+    long long out_blocks;
+};
+
+/// wait4(pid, &status, blocking ? 0 : WNOHANG, &rusage), decoded. Returns `pid` and fills `*kind`
+/// (a TSYS_WAIT_* value), `*value` and, unless it is NULL, `*usage` when the child was reaped; 0 when
+/// it is still running (non-blocking only); -1 on error.
+int tsys_wait(pid_t pid, int blocking, int *kind, int *value, struct tsys_usage *usage);
 
 /// Sets the disposition of `sig` to SIG_IGN (sa_flags 0, empty sa_mask). Returns 0 or -1.
 int tsys_ignore_signal(int sig);
