@@ -49,23 +49,20 @@ extension Registry {
             guard let (_, outcome) = engine.job(name)!.lastOutcome else { continue }
             text += "timerd_job_last_duration_seconds{job=\"\(name)\"} \(number(Double(outcome.duration.nanoseconds) / 1e9))\n"
         }
-        family("timerd_job_cpu_seconds_total", "counter", "CPU time the job's runs used (user and system).")
-        for name in names {
-            let totals = engine.job(name)!.usageTotals
-            guard totals != UsageTotals() else { continue }
-            text += "timerd_job_cpu_seconds_total{job=\"\(name)\"} \(number(Double(totals.cpu.nanoseconds) / 1e9))\n"
-        }
-        family("timerd_job_io_read_bytes_total", "counter", "Bytes the job's runs read from storage.")
-        for name in names {
-            let totals = engine.job(name)!.usageTotals
-            guard totals != UsageTotals() else { continue }
-            text += "timerd_job_io_read_bytes_total{job=\"\(name)\"} \(totals.ioReadBytes)\n"
-        }
-        family("timerd_job_io_write_bytes_total", "counter", "Bytes the job's runs wrote to storage.")
-        for name in names {
-            let totals = engine.job(name)!.usageTotals
-            guard totals != UsageTotals() else { continue }
-            text += "timerd_job_io_write_bytes_total{job=\"\(name)\"} \(totals.ioWriteBytes)\n"
+        // What the runs used, for the jobs whose runs said (`RunUsage`).
+        let usage: [(name: String, help: String, value: (UsageTotals) -> String)] = [
+            ("timerd_job_cpu_seconds_total", "CPU time the job's runs used (user and system).",
+             { number(Double($0.cpu.nanoseconds) / 1e9) }),
+            ("timerd_job_io_read_bytes_total", "Bytes the job's runs read from storage.", { String($0.ioReadBytes) }),
+            ("timerd_job_io_write_bytes_total", "Bytes the job's runs wrote to storage.", { String($0.ioWriteBytes) }),
+        ]
+        for metric in usage {
+            family(metric.name, "counter", metric.help)
+            for name in names {
+                let totals = engine.job(name)!.usageTotals
+                guard totals != UsageTotals() else { continue }
+                text += "\(metric.name){job=\"\(name)\"} \(metric.value(totals))\n"
+            }
         }
         family("timerd_job_last_memory_peak_bytes", "gauge", "The most memory the job's last run had in use at once.")
         for name in names {
