@@ -263,6 +263,7 @@ struct spawn_block {
     // `stage` 0 means the child reached execve successfully.
     volatile int stage;
     volatile int err;
+    volatile int detail;
     pid_t pid;
     const char *path;
     char **argv;
@@ -275,6 +276,9 @@ struct spawn_block {
     gid_t gid;
     gid_t *groups;
     size_t group_count;
+    int has_settings;
+    struct tsys_process_settings settings;  // `limits` points into `rlimits`
+    struct tsys_rlimit rlimits[16];
     _Alignas(64) char stack[SPAWN_STACK_SIZE];
     // Then: the argv and envp pointer arrays, the groups, the strings.
 };
@@ -302,6 +306,53 @@ CHILD_CODE static void child_descriptors(struct spawn_block *args) {
     // Kernels before 5.9: one close per possible descriptor (EBADF for most of them).
     for (unsigned fd = 3; fd < args->fd_limit; fd++) {
         RAW1(SYS_close, fd);
+    }
+}
+
+CHILD_CODE __attribute__((noreturn)) static void child_fail_setting(struct spawn_block *args, int detail, long ret) {
+    args->detail = detail;
+    child_fail(args, TSYS_SPAWN_STAGE_RESOURCES, ret);
+}
+
+// Writes `value` in decimal to /proc/self/oom_score_adj. Returns 0 or -errno.
+CHILD_CODE static long child_oom_score_adj(int value) {
+    char text[12];
+    char digits[11];
+    int length = 0, count = 0;
+    unsigned magnitude = value < 0 ? (unsigned)-value : (unsigned)value;
+    do {
+        digits[count++] = (char)('0' + magnitude % 10);
+        magnitude /= 10;
+    } while (magnitude != 0);
+    if (value < 0) text[length++] = '-';
+    while (count > 0) text[length++] = digits[--count];
+    long fd = RAW4(SYS_openat, AT_FDCWD, "/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC, 0);
+    if (RAW_FAILED(fd)) return fd;
+    long r = RAW3(SYS_write, fd, text, length);
+    RAW1(SYS_close, fd);
+    return RAW_FAILED(r) ? r : 0;
+}
+
+// nice, ionice, oom_score_adj, then the resource limits: before the identity change, with the caller's
+// rights (a user's run cannot raise them itself; the daemon checked that a user's job only lowers them).
+CHILD_CODE static void child_settings(struct spawn_block *args) {
+    const struct tsys_process_settings *settings = &args->settings;
+    long r;
+    if (settings->set_nice && RAW_FAILED(r = RAW3(SYS_setpriority, PRIO_PROCESS, 0, settings->nice))) {
+        child_fail_setting(args, TSYS_SPAWN_DETAIL_NICE, r);
+    }
+    // IOPRIO_WHO_PROCESS is 1.
+    if (settings->set_ioprio && RAW_FAILED(r = RAW3(SYS_ioprio_set, 1, 0, settings->ioprio))) {
+        child_fail_setting(args, TSYS_SPAWN_DETAIL_IOPRIO, r);
+    }
+    if (settings->set_oom_score_adj && RAW_FAILED(r = child_oom_score_adj(settings->oom_score_adj))) {
+        child_fail_setting(args, TSYS_SPAWN_DETAIL_OOM_SCORE_ADJ, r);
+    }
+    for (size_t i = 0; i < settings->limit_count; i++) {
+        struct { unsigned long long cur, max; } limit = { args->rlimits[i].soft, args->rlimits[i].hard };
+        if (RAW_FAILED(r = RAW4(SYS_prlimit64, 0, args->rlimits[i].resource, &limit, NULL))) {
+            child_fail_setting(args, TSYS_SPAWN_DETAIL_RLIMIT + args->rlimits[i].resource, r);
+        }
     }
 }
 
@@ -339,6 +390,7 @@ CHILD_CODE static int spawn_child(void *arg) {
     // (with the new identity's rights), signals, exec. Signals are all blocked until the end.
     if (RAW_FAILED(r = RAW0(SYS_setsid))) child_fail(args, TSYS_SPAWN_STAGE_SETUP, r);
     child_descriptors(args);
+    if (args->has_settings) child_settings(args);
     if (args->has_credentials) child_credentials(args);
     if (args->cwd != NULL && RAW_FAILED(r = RAW1(SYS_chdir, args->cwd))) child_fail(args, TSYS_SPAWN_STAGE_CHDIR, r);
 
@@ -382,8 +434,9 @@ static size_t count_strings(char *const list[], size_t *bytes) {
 
 int tsys_spawn_start(pid_t *pid, struct tsys_spawn_pending **pending, const char *path, char *const argv[],
                      char *const envp[], const char *cwd, int output_fd, const struct tsys_credentials *credentials,
-                     int cgroup_fd) {
+                     int cgroup_fd, const struct tsys_process_settings *settings) {
     if (credentials != NULL && credentials->group_count > INT_MAX) return EINVAL;
+    if (settings != NULL && settings->limit_count > 16) return EINVAL;
 
     size_t strings = strlen(path) + 1 + (cwd != NULL ? strlen(cwd) + 1 : 0);
     size_t argc = count_strings(argv, &strings), envc = count_strings(envp, &strings);
@@ -423,9 +476,16 @@ int tsys_spawn_start(pid_t *pid, struct tsys_spawn_pending **pending, const char
     struct rlimit files;
     block->fd_limit = 1u << 20;
     if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < block->fd_limit) block->fd_limit = (unsigned)files.rlim_cur;
+    block->has_settings = settings != NULL;
+    if (settings != NULL) {
+        block->settings = *settings;
+        if (settings->limit_count > 0) memcpy(block->rlimits, settings->limits, settings->limit_count * sizeof(struct tsys_rlimit));
+        block->settings.limits = block->rlimits;
+    }
     block->tid = 1;
     block->stage = 0;
     block->err = 0;
+    block->detail = 0;
 
     // Block every signal in this thread around clone: the child starts with this mask, and a
     // handler running in the child would run on shared memory with the parent's state. (Dispatch
@@ -444,7 +504,8 @@ int tsys_spawn_start(pid_t *pid, struct tsys_spawn_pending **pending, const char
     // a cgroup, the child is born in it: nothing it does, not even a fork before its execve, runs
     // outside it.
     struct tsys_clone_args args = {
-        .flags = CLONE_VM | CLONE_CHILD_CLEARTID | (cgroup_fd >= 0 ? TSYS_CLONE_INTO_CGROUP : 0),
+        .flags = CLONE_VM | CLONE_CHILD_CLEARTID | (cgroup_fd >= 0 ? TSYS_CLONE_INTO_CGROUP : 0) |
+                 (settings != NULL && settings->set_oom_score_adj ? CLONE_VFORK : 0),
         .child_tid = (uint64_t)(uintptr_t)&block->tid,
         .exit_signal = SIGCHLD,
         .stack = (uint64_t)(uintptr_t)block->stack,
@@ -480,10 +541,11 @@ static void spawn_wait(const struct tsys_spawn_pending *pending) {
     }
 }
 
-int tsys_spawn_finish(struct tsys_spawn_pending *pending, int *stage) {
+int tsys_spawn_finish(struct tsys_spawn_pending *pending, int *stage, int *detail) {
     struct spawn_block *block = (struct spawn_block *)pending;
     spawn_wait(pending);
     if (stage != NULL) *stage = block->stage;
+    if (detail != NULL) *detail = block->detail;
     int err = block->stage == 0 ? 0 : (block->err != 0 ? block->err : EINVAL);
     free(block);
     return err;

@@ -32,7 +32,8 @@ package struct Flag: Sendable, Equatable {
     /// The flag for a job key: `kill_grace` ↔ `--kill-grace`, with its placeholder and help line. A
     /// ``switchKeys`` key is a switch: `--fixed-jitter` sends `fixed_jitter=yes` (`--fixed-jitter=no` works).
     package init(jobKey key: String) {
-        let (placeholder, help) = Flag.jobKeyHelp[key] ?? ("VALUE", "Sets the job key \(key).")
+        let limit = key.hasPrefix("limit_") ? ProcessLimit.Kind(rawValue: String(key.dropFirst(6))).map(Flag.limitHelp) : nil
+        let (placeholder, help) = Flag.jobKeyHelp[key] ?? limit ?? ("VALUE", "Sets the job key \(key).")
         let kind: Kind = Flag.switchKeys.contains(key) ? .option(value: "yes") : .value(placeholder: placeholder)
         self.init(name: Flag.flagName(forKey: key), key: key, kind: kind, help: help)
     }
@@ -86,6 +87,17 @@ package struct Flag: Sendable, Equatable {
         "timeout": ("DUR", "Stop a run that takes longer than DUR."),
         "kill_grace": ("DUR", "Wait DUR between SIGTERM and SIGKILL (default \(DurationText.format(Limits.defaultKillGrace)))."),
         "kill_mode": ("MODE", "What stopping a run signals: control-group (default: all it started), mixed or process."),
+        // What a run may use (docs/configuration.md, "Resource control").
+        "memory_max": ("SIZE", "Kill the run when it uses more memory than SIZE (e.g. 512M; its cgroup's memory.max)."),
+        "memory_high": ("SIZE", "Slow the run down and reclaim its memory above SIZE (its cgroup's memory.high)."),
+        "memory_swap_max": ("SIZE", "Let the run use at most SIZE of swap (its cgroup's memory.swap.max)."),
+        "cpu_quota": ("PERCENT", "Let the run use at most PERCENT of one CPU, e.g. 50% or 200% (its cgroup's cpu.max)."),
+        "cpu_weight": ("N", "The run's share of CPU time against others, 1-10000 (default 100; its cgroup's cpu.weight)."),
+        "io_weight": ("N", "The run's share of disk time against others, 1-10000 (default 100; its cgroup's io.weight)."),
+        "tasks_max": ("N", "Let the run have at most N processes and threads at once (its cgroup's pids.max)."),
+        "nice": ("N", "Run at nice level N, -20 (first) to 19 (last); below 0 for root only."),
+        "ionice": ("CLASS", "I/O priority: idle, best-effort[:0-7] or realtime[:0-7] (realtime for root only)."),
+        "oom_score_adj": ("N", "The run's OOM killer adjustment, -1000 (never) to 1000 (first); below timerd's for root only."),
         "overlap": ("POLICY", "When still running at a fire: skip (default), queue, allow or replace."),
         "env": ("NAME=VALUE", "Set an environment variable for the command (repeatable)."),
         "meta": ("KEY=VALUE", "Attach user info, passed as TIMERD_META_KEY (repeatable)."),
@@ -111,6 +123,30 @@ package struct Flag: Sendable, Equatable {
         "on_failure": ("URL|CMD", "When the job starts failing: POST to URL, or run CMD with /bin/sh -c (any job)."),
         "on_recovery": ("URL|CMD", "When the job succeeds again: POST to URL, or run CMD with /bin/sh -c (any job)."),
     ]
+
+    /// The help line of a `limit_*` key (`limit_nofile`: RLIMIT_NOFILE, as systemd's `LimitNOFILE=`).
+    static func limitHelp(_ kind: ProcessLimit.Kind) -> (String, String) {
+        let what: String
+        switch kind {
+        case .cpu: what = "seconds of CPU time"
+        case .fsize: what = "bytes in one file written"
+        case .data: what = "bytes of data segment"
+        case .stack: what = "bytes of stack"
+        case .core: what = "bytes of a core dump (0: none)"
+        case .rss: what = "bytes resident (ignored by Linux)"
+        case .nproc: what = "processes of the user"
+        case .nofile: what = "open files"
+        case .memlock: what = "bytes locked in memory"
+        case .as: what = "bytes of address space"
+        case .locks: what = "file locks"
+        case .sigpending: what = "pending signals"
+        case .msgqueue: what = "bytes in POSIX message queues"
+        case .nice: what = "nice ceiling (20 - nice)"
+        case .rtprio: what = "real-time priority"
+        case .rttime: what = "microseconds of real-time CPU"
+        }
+        return ("N[:HARD]", "Limit the run's \(what), soft[:hard] or infinity (RLIMIT_\(kind.rawValue.uppercased())).")
+    }
 
     /// `--owner-pid PID`: `--owner pid:PID` for add and exec.
     package static let ownerPID = Flag(

@@ -12,7 +12,7 @@ import TimerdProtocol
 /// uptime:     1h0m0s
 /// mode:       default
 /// storage:    ok
-/// runs in:    cgroups under /sys/fs/cgroup/system.slice/timerd.service/runs
+/// runs in:    cgroups under /sys/fs/cgroup/system.slice/timerd.service/runs (controllers: cpu, io, memory, pids)
 /// version:    0.1.0
 /// ```
 package enum StatsText {
@@ -36,7 +36,8 @@ package enum StatsText {
         if let storage = stats.storage { add("storage", Self.storage(storage)) }
         if let tracking = stats.run_tracking {
             add("runs in", tracking.by == "cgroup"
-                ? "cgroups under \(tracking.cgroups ?? "?")"
+                ? "cgroups under \(tracking.cgroups ?? "?") (controllers: "
+                    + "\(tracking.controllers.map { $0.isEmpty ? "none" : $0.joined(separator: ", ") } ?? "?"))"
                 : "process groups (not cgroups: \(tracking.reason ?? "unknown"))")
         }
         add("version", stats.version)

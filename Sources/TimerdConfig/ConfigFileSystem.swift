@@ -30,30 +30,6 @@ extension ConfigFileSystem {
     public func accountExists(_ name: String, group: Bool) -> Bool { true }
 }
 
-/// Sizes in bytes as config keys take them: a whole number with an optional binary suffix
-/// (`65536`, `512K`, `64M`, `1G`; `KB`/`KiB`, `MB`/`MiB`, `GB`/`GiB` mean the same).
-public enum ByteCount {
-    public static func parse(_ text: String) -> Int? {
-        var digits = Substring(text)
-        for unit in ["iB", "IB", "ib", "B", "b"] where digits.hasSuffix(unit) && digits.count > unit.count {
-            let rest = digits.dropLast(unit.count)
-            if let last = rest.last, "KkMmGg".contains(last) { digits = rest }
-            break
-        }
-        var scale = 1
-        switch digits.last {
-        case "K", "k": scale = 1 << 10
-        case "M", "m": scale = 1 << 20
-        case "G", "g": scale = 1 << 30
-        default: break
-        }
-        if scale != 1 { digits = digits.dropLast() }
-        guard !digits.isEmpty, digits.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let number = Int(digits),
-              number <= Int.max / scale else { return nil }
-        return number * scale
-    }
-}
-
 /// A file system held in memory: for tests, and for checking config text that is not on disk.
 public struct InMemoryConfigFileSystem: ConfigFileSystem, Sendable {
     public var files: [String: [UInt8]]

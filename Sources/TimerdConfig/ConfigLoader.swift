@@ -211,6 +211,17 @@ private struct LoadSession<FileSystem: ConfigFileSystem> {
             } catch {
                 report(file, line, "metrics_interval: \(error.message)")
             }
+        case let key where key.hasPrefix("user_") && ResourceSettings.ceilingKeys.contains(String(key.dropFirst(5))):
+            // A ceiling is read as the job key it bounds, and said with its own name.
+            let jobKey = String(key.dropFirst(5))
+            var raw = Dictionary(uniqueKeysWithValues: settings.access.userCeiling.options.map { ($0.key, $0.value) })
+            raw[jobKey] = value
+            do {
+                settings.access.userCeiling = try ResourceSettings(single: raw)
+                settings.access.userCeilingDeclared[jobKey] = "\(file):\(line)"
+            } catch {
+                report(file, line, "user_" + error.message)
+            }
         case let key where AccessSettings.keys.contains(key):
             if let problem = readAccess(key, value) { report(file, line, problem) }
         default:  // include

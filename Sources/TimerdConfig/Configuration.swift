@@ -54,6 +54,11 @@ public struct AccessSettings: Equatable, Sendable {
     public var userMaxRunsPerMinute = Limits.defaultUserMaxRunsPerMinute
     /// Bytes of last-run output held in memory across all jobs.
     public var maxOutputMemory = Limits.defaultMaxOutputMemory
+    /// The most a run of a job of a user other than root may use (`user_memory_max`, `user_limit_nofile`, …):
+    /// a job asking for more is refused, one that sets nothing gets these.
+    public var userCeiling = ResourceSettings()
+    /// Where each `user_KEY` was given (`file:line`), for errors found when timerd applies it.
+    public var userCeilingDeclared: [String: String] = [:]
 
     public init() {}
 
@@ -70,7 +75,7 @@ public struct AccessSettings: Equatable, Sendable {
     public static let keys = [
         "socket_group", "allow_users", "allow_groups", "max_connections", "max_connections_per_user", "max_request_rate",
         "idle_timeout", "user_max_jobs", "user_max_runs_per_minute", "max_output_memory",
-    ]
+    ] + ResourceSettings.ceilingKeys.map { "user_" + $0 }
 }
 
 /// The `[cluster]` section: the etcd cluster the nodes share jobs through (`docs/cluster.md`).

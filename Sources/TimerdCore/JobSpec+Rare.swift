@@ -19,6 +19,7 @@ struct RareKeys: Equatable, Sendable {
         var onRecovery: NotifyTarget?
         var cluster: Bool?
         var killMode: KillMode?
+        var resources: ResourceSettings?
     }
 
     private final class Box: Sendable {
@@ -70,6 +71,12 @@ extension JobSpec {
     public var killMode: KillMode? {
         get { rare.values.killMode }
         set { rare.values.killMode = newValue }
+    }
+
+    /// What a command's run may use (`memory_max`, `nice`, `limit_nofile`, …); empty when none is set.
+    public var resources: ResourceSettings {
+        get { rare.values.resources ?? ResourceSettings() }
+        set { rare.values.resources = newValue.isEmpty ? nil : newValue }
     }
 
     /// Kill a run that takes longer than this (SIGTERM to its process group, SIGKILL after `killGrace`).

@@ -121,16 +121,18 @@ public struct JobSpec: Equatable, Sendable {
         "every", "start", "in", "at", "cron", "calendar", "timezone", "dst_gap", "dst_repeat", "jitter",
         "fixed_jitter", "misfire", "misfire_grace", "count", "leeway", "command", "argv", "webhook", "method", "header", "body",
         "content_type", "expect", "retries", "retry_backoff", "redirects", "ca_file", "insecure", "timeout",
-        "kill_grace", "kill_mode", "overlap", "env", "meta", "cwd", "user", "group", "owner", "tag", "modes", "on_failure",
+        "kill_grace", "kill_mode",
+    ] + ResourceSettings.keys + [
+        "overlap", "env", "meta", "cwd", "user", "group", "owner", "tag", "modes", "on_failure",
         "on_recovery", "history_limit", "cluster",
     ]
     /// Keys anyone may see of anyone's job: the name, schedule, limits and labels. The rest (the action,
     /// `env`, `meta`, `cwd`, hooks) is shown only to the job's owner and root (see `docs/security.md`).
-    public static let publicKeys: Set<String> = [
+    public static let publicKeys: Set<String> = Set([
         "every", "start", "in", "at", "cron", "calendar", "timezone", "dst_gap", "dst_repeat", "jitter", "fixed_jitter",
         "misfire", "misfire_grace", "count", "leeway", "timeout", "kill_grace", "kill_mode", "overlap", "user", "group", "owner",
         "tag", "modes", "history_limit", "cluster",
-    ]
+    ] + ResourceSettings.keys)
     /// Keys that may be given more than once.
     public static let repeatableKeys: Set<String> = ["env", "meta", "tag", "header"]
 
@@ -303,7 +305,8 @@ public struct JobSpec: Equatable, Sendable {
         if cluster == true, single["owner"] != nil {
             throw TimerdError(.badArgument, "owner= jobs live and end on one node, so they cannot be cluster jobs (cluster=yes)", key: "cluster")
         }
-        if case .webhook = action, let key = user != nil ? "user" : group != nil ? "group" : single["kill_mode"] != nil ? "kill_mode" : nil {
+        if case .webhook = action,
+           let key = user != nil ? "user" : group != nil ? "group" : (["kill_mode"] + ResourceSettings.keys).first(where: { single[$0] != nil }) {
             throw TimerdError(.badArgument, "\(key) applies only to commands (webhooks are sent by timerd itself)", key: key)
         }
         let killMode = try single["kill_mode"].map { text throws(TimerdError) in
@@ -324,6 +327,7 @@ public struct JobSpec: Equatable, Sendable {
             misfire: misfire, misfireGrace: misfireGrace, historyLimit: historyLimit, user: user, group: group,
             cluster: cluster)
         self.killMode = killMode
+        self.resources = try ResourceSettings(single: single)
     }
 
     /// `timezone`, `dst_gap` and `dst_repeat`, which only cron and calendar schedules take. The zone's
@@ -457,6 +461,7 @@ public struct JobSpec: Equatable, Sendable {
         if let timeout { list.append(KeyValue("timeout", DurationText.format(timeout))) }
         if killGrace != Limits.defaultKillGrace { list.append(KeyValue("kill_grace", DurationText.format(killGrace))) }
         if let killMode { list.append(KeyValue("kill_mode", killMode.rawValue)) }
+        list += resources.options
         if overlap != .skip { list.append(KeyValue("overlap", overlap.rawValue)) }
         list += env.map { KeyValue("env", "\($0.key)=\($0.value)") }
         list += meta.map { KeyValue("meta", "\($0.key)=\($0.value)") }

@@ -215,7 +215,7 @@ actor CommandRun: RunHandle {
             (child, exec) = try Spawn.start(
                 program: program, arguments: arguments, environment: environment,
                 workingDirectory: request.workingDirectory, credentials: credentials, output: pipe.write,
-                cgroup: cgroupDirectory)
+                cgroup: cgroupDirectory, settings: request.resources)
         } catch {
             try? cgroupDirectory?.close()
             try? pipe.read.close()
@@ -307,14 +307,27 @@ actor CommandRun: RunHandle {
     /// Makes the run's cgroup, `runs/JOB-RUN` (without cgroups, nothing), and watches it; returns it
     /// opened for the spawn.
     private func makeCgroup() throws(CgroupFailure) -> FileDescriptor? {
-        guard let cgroups else { return nil }
+        let limits = request.resources.cgroupFiles
+        guard let cgroups else {
+            // Checked when the job was added; the config or timerd's cgroup may have changed since.
+            guard limits.isEmpty else {
+                throw CgroupFailure(description: "\(request.resources.cgroupSettings[0].key) needs a cgroup for the run, and runs have none here")
+            }
+            return nil
+        }
         let directory = cgroups.tree.runs.child("\(request.job)-\(request.runID)")
         do {
             // One of that name left by a run of an earlier timerd with the same numbers: empty by now.
             if directory.exists { try? directory.remove() }
             try directory.create()
-            let opened = try directory.open()
             cgroup = directory
+            // Its limits before anything runs in it.
+            for (file, value) in limits {
+                do { try directory.write(file, value) } catch {
+                    throw CgroupFailure(description: "cannot set \(file) of the run's cgroup \(directory) to \(value): \(error)")
+                }
+            }
+            let opened = try directory.open()
             do {
                 cgroupWatch = try cgroups.events.watch(directory) { [self] in
                     self.assumeIsolated { $0.cgroupChanged() }
@@ -324,6 +337,10 @@ actor CommandRun: RunHandle {
                 throw error
             }
             return opened
+        } catch let failure as CgroupFailure {
+            try? directory.remove()
+            cgroup = nil
+            throw failure
         } catch {
             if cgroup != nil { try? directory.remove() }
             cgroup = nil
@@ -491,6 +508,14 @@ actor CommandRun: RunHandle {
         flushPartialLine()
         closeOutput()
 
+        if !timedOut, stopReason == nil, let limit = memoryLimitKills() {
+            switch status {
+            case .exited(let code):
+                return finish(.killed, exitCode: Int(code), signal: nil, reason: "\(limit); exited with status \(code)")
+            case .signaled(let signal):
+                return finish(.killed, exitCode: nil, signal: Int(signal.rawValue), reason: "\(limit); killed by \(signal)")
+            }
+        }
         switch status {
         case .exited(let code):
             if timedOut {
@@ -511,6 +536,16 @@ actor CommandRun: RunHandle {
                 finish(.killed, exitCode: nil, signal: Int(signal.rawValue), reason: "killed by \(signal)")
             }
         }
+    }
+
+    /// "killed by its memory limit (memory_max=512M): the OOM killer ended 1 process" when the kernel killed
+    /// something in the run's cgroup for its memory limit (`memory.events`: `oom_kill`), else nil.
+    private func memoryLimitKills() -> String? {
+        guard let cgroup, request.resources.memoryMax != nil || request.resources.memorySwapMax != nil,
+              let text = try? cgroup.keyed("memory.events")["oom_kill"], let kills = Int(text), kills > 0 else { return nil }
+        let limits = request.resources.options.filter { $0.key.hasPrefix("memory_") }.map { "\($0.key)=\($0.value)" }
+        return "killed by its memory limit (\(limits.joined(separator: ", "))): the OOM killer ended \(kills) process"
+            + (kills == 1 ? "" : "es")
     }
 
     private func finish(_ result: RunOutcome.Result, exitCode: Int?, signal: Int?, reason: String) {

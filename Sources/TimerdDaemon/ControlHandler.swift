@@ -283,6 +283,7 @@ struct ControlHandler: Sendable {
             return TimerdError(.permissionDenied, message)
         }
         let daemonIsRoot = Client.daemonUID == 0
+        if let problem = registry.resourceSupport.problem(spec.resources) { throw problem }
         if let user = spec.user, try accounts.user(named: user) == nil {
             throw TimerdError(.badArgument, "user: no such user \"\(user)\"", key: "user")
         }
@@ -327,6 +328,33 @@ struct ControlHandler: Sendable {
         if case .webhook(let hook) = spec.action, hook.caFile != nil {
             throw denied("ca_file= is for root only: timerd would read the file with its own rights")
         }
+        if let loosened = Self.loosened(spec.resources) { throw denied(loosened) }
+        if let above = spec.resources.aboveCeiling(settings.userCeiling) {
+            throw denied("\(above), the most a job of a user other than root may have")
+        }
+    }
+
+    /// What in `resources` would give a run more than it gets by default, which only root may do
+    /// (`docs/security.md`): a nice level below 0, real-time I/O, an OOM score adjustment below timerd's own,
+    /// a CPU or I/O weight above the default 100, a resource limit above timerd's own hard limit (which
+    /// the run inherits, and could not raise itself). Nil when there is none.
+    static func loosened(_ resources: ResourceSettings) -> String? {
+        if let nice = resources.nice, nice < 0 { return "nice=\(nice): only root may raise a run's priority (below 0)" }
+        if resources.ionice?.ioClass == .realtime { return "ionice=\(resources.ionice!): only root may give a run real-time I/O" }
+        if let adjustment = resources.oomScoreAdj, let own = CurrentProcess.oomScoreAdjustment(), adjustment < own {
+            return "oom_score_adj=\(adjustment): only root may make a run less likely to be killed than timerd (\(own))"
+        }
+        for (key, weight) in [("cpu_weight", resources.cpuWeight), ("io_weight", resources.ioWeight)] {
+            if let weight, weight > 100 { return "\(key)=\(weight): only root may give a run more than the default share (100)" }
+        }
+        for limit in resources.limits {
+            guard let own = CurrentProcess.resourceLimits(limit.kind.resource) else { continue }
+            if limit.hard.raw > own.hard || limit.soft.raw > own.hard {
+                let shown = own.hard == .max ? "infinity" : String(own.hard)
+                return "\(limit.kind.key)=\(limit.text): only root may raise a limit above timerd's own (hard limit \(shown))"
+            }
+        }
+        return nil
     }
 
     private func log(_ client: Client, _ message: String) {

@@ -125,9 +125,18 @@ public actor Daemon {
                             store: opened.store, clock: testClock ?? HostClock(), testClock: testClock,
                             cgroups: cgroups)
         if let recovered = opened.recovered { daemon.log.error(recovered) }
+        // Resource settings of config jobs and per-user ceilings that this host cannot give a run.
+        let unsupported = Self.unsupportedResources(configuration, RunResourceSupport(cgroups))
+        if !unsupported.isEmpty {
+            for line in unsupported { CurrentProcess.writeToStderr("\(line)\n") }
+            CurrentProcess.writeToStderr("timerd: the config is invalid; not starting\n")
+            CurrentProcess.exit(1)
+        }
         switch cgroups {
         case .success(let tree):
-            daemon.log.info("runs: each in a cgroup of its own under \(tree.runs) (timerd itself in \(tree.own)/supervisor)")
+            let controllers = tree.controllers.isEmpty ? "none" : tree.controllers.sorted().joined(separator: ", ")
+            daemon.log.info("runs: each in a cgroup of its own under \(tree.runs) (timerd itself in \(tree.own)/supervisor; "
+                            + "controllers for their limits: \(controllers))")
             for line in tree.sweep() { daemon.log.warning("runs: \(line)") }
         case .failure(let unavailable):
             daemon.log.notice("runs: tracked by process group, not by cgroup: \(unavailable); what a run starts in a new "
@@ -144,6 +153,21 @@ public actor Daemon {
                 preconditionFailure("sigwait failed: \(error)")
             }
         }
+    }
+
+    /// `file:line: problem` for each config job, and each `[daemon] user_KEY` ceiling, whose resource settings
+    /// a run cannot have here (a cgroup controller timerd's cgroup lacks, or no cgroup for runs at all).
+    static func unsupportedResources(_ configuration: Configuration, _ support: RunResourceSupport) -> [String] {
+        var lines: [String] = []
+        for job in configuration.jobs {
+            if let problem = support.problem(job.spec.resources) { lines.append("\(job.file):\(job.line): \(problem.message)") }
+        }
+        let ceiling = configuration.settings.access.userCeiling
+        if let problem = support.problem(ceiling, as: { "user_" + $0 }) {
+            let key = problem.key.map { String($0.dropFirst(5)) } ?? ""
+            lines.append("\(configuration.settings.access.userCeilingDeclared[key] ?? "[daemon]"): \(problem.message)")
+        }
+        return lines
     }
 
     /// Handles a signal taken by the main thread (never blocks it).
@@ -193,10 +217,11 @@ public actor Daemon {
             baseEnvironment: Self.baseEnvironment(), store: store, access: access, clock: clock,
             runTracking: {
                 switch cgroups {
-                case .success(let tree): DaemonStats.RunTracking(by: "cgroup", cgroups: tree.runs.path)
+                case .success(let tree): DaemonStats.RunTracking(by: "cgroup", cgroups: tree.runs.path, controllers: tree.controllers.sorted())
                 case .failure(let unavailable): DaemonStats.RunTracking(by: "process-group", reason: unavailable.description)
                 }
-            }())
+            }(),
+            resourceSupport: RunResourceSupport(cgroups))
     }
 
     /// Lets timerd hold as many clients and job pipes as the hard limit allows: under systemd's default soft
@@ -393,6 +418,11 @@ public actor Daemon {
         case .failure(let errors):
             for diagnostic in errors.diagnostics { log.error("reload rejected: \(diagnostic)") }
             throw errors.timerdError
+        }
+        let unsupported = Self.unsupportedResources(configuration, registry.resourceSupport)
+        if !unsupported.isEmpty {
+            for line in unsupported { log.error("reload rejected: \(line)") }
+            throw TimerdError(.invalidConfig, unsupported.joined(separator: "; "))
         }
         let old = settings.withLock { current in
             defer {

@@ -72,6 +72,8 @@ extension Registry {
             request.webhookBody = Self.webhookBody(hook, spec: start.spec, runID: start.run, scheduled: start.scheduled, fired: clock.wallNow)
         } else {
             request.runAs = runAs(spec: start.spec, ownerUID: ownerUID)
+            request.resources = Client.isAdmin(uid: ownerUID) ? start.spec.resources
+                : start.spec.resources.capped(by: access.settings.userCeiling)
             request.environment = environment(for: start.spec, runID: start.run, scheduled: start.scheduled, runAs: request.runAs)
         }
         let key = "\(start.jobID)/\(start.run)"

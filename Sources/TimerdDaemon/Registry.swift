@@ -36,6 +36,8 @@ actor Registry {
     var timers = RegistryTimers()
     /// How the launcher keeps runs together, for `STATS`.
     nonisolated let runTracking: DaemonStats.RunTracking?
+    /// What runs may be given here (cgroup controllers), for checking jobs' resource settings.
+    nonisolated let resourceSupport: RunResourceSupport
     /// Runs in progress by "jobID/runID", so they can be stopped.
     var runHandles: [String: any RunHandle] = [:]
     /// The pidfd watch of each `owner=pid:N` job.
@@ -83,9 +85,11 @@ actor Registry {
 
     init(launcher: any RunLauncher, log: Logger, maxRunning: Int, baseEnvironment: [KeyValue], store: StateStore? = nil,
          access: AccessControl = AccessControl(AccessSettings()), clock: any Clock = HostClock(), seed: UInt64? = nil,
-         runTracking: DaemonStats.RunTracking? = nil) {
+         runTracking: DaemonStats.RunTracking? = nil,
+         resourceSupport: RunResourceSupport = RunResourceSupport(controllers: [], noCgroup: "not set up (a test registry)")) {
         self.executor = QueueExecutor(label: "timerd.registry", target: QueueExecutor.core)
         self.runTracking = runTracking
+        self.resourceSupport = resourceSupport
         self.access = access
         self.store = store
         self.launcher = launcher

@@ -1,5 +1,6 @@
 import Dispatch
 import Glibc
+import TimerdCore
 import TimerdSystem
 
 /// The cgroups runs start in (`docs/architecture.md`, "Runs"): timerd's own cgroup v2, with timerd itself
@@ -12,6 +13,12 @@ struct RunCgroupTree: Sendable {
     let own: CgroupDirectory
     /// Where runs' cgroups go.
     let runs: CgroupDirectory
+    /// The controllers each run's cgroup has (enabled down to `runs/`): those of `memory`, `cpu`, `io` and
+    /// `pids` that timerd's own cgroup was given.
+    var controllers: Set<String> = []
+
+    /// The controllers run limits use (`ResourceSettings.cgroupKeys`).
+    static let wanted = ["cpu", "io", "memory", "pids"]
 
     /// Why runs cannot have cgroups here (they are then tracked by process group).
     struct Unavailable: Error, CustomStringConvertible {
@@ -44,7 +51,24 @@ struct RunCgroupTree: Sendable {
         } catch {
             return .failure(Unavailable(description: "cannot use \(own): \(error) (under systemd, timerd.service needs Delegate=yes)"))
         }
-        return .success(RunCgroupTree(own: own, runs: runs))
+        var tree = RunCgroupTree(own: own, runs: runs)
+        tree.controllers = enableControllers(own: own, runs: runs)
+        return .success(tree)
+    }
+
+    /// Enables in `own` and then `runs` (their `cgroup.subtree_control`) the wanted controllers `own` has,
+    /// each on its own, so one the kernel refuses (a controller in threaded mode, one busy elsewhere) does
+    /// not keep the others out. Returns those enabled in both. Needs timerd out of `own` (in `supervisor`):
+    /// a cgroup with processes cannot pass controllers down.
+    private static func enableControllers(own: CgroupDirectory, runs: CgroupDirectory) -> Set<String> {
+        let available = Set(((try? own.lines("cgroup.controllers")) ?? []).flatMap { $0.split(separator: " ").map(String.init) })
+        var enabled: Set<String> = []
+        for controller in wanted where available.contains(controller) {
+            guard (try? own.write("cgroup.subtree_control", "+" + controller)) != nil,
+                  (try? runs.write("cgroup.subtree_control", "+" + controller)) != nil else { continue }
+            enabled.insert(controller)
+        }
+        return enabled
     }
 
     /// What an earlier timerd left in `runs` (it stopped without ending its runs, and nothing killed
@@ -60,5 +84,52 @@ struct RunCgroupTree: Sendable {
         }
         for leftover in runs.descendants() { try? leftover.remove() }
         return said
+    }
+}
+
+/// What runs may be given on this host (`docs/configuration.md`, "Resource control"), for the checks of an
+/// `ADD`, of the config, and of a user's settings against timerd's own.
+struct RunResourceSupport: Sendable {
+    /// The controllers each run's cgroup has.
+    let controllers: Set<String>
+    /// Why runs have no cgroup here (nil when they have one), and timerd's own cgroup.
+    let noCgroup: String?
+    let own: String?
+
+    init(_ cgroups: Result<RunCgroupTree, RunCgroupTree.Unavailable>) {
+        switch cgroups {
+        case .success(let tree):
+            controllers = tree.controllers
+            noCgroup = nil
+            own = tree.own.path
+        case .failure(let unavailable):
+            controllers = []
+            noCgroup = unavailable.description
+            own = nil
+        }
+    }
+
+    init(controllers: Set<String>, noCgroup: String? = nil, own: String? = nil) {
+        self.controllers = controllers
+        self.noCgroup = noCgroup
+        self.own = own
+    }
+
+    /// The first setting of `settings` a run cannot have here, as `bad-argument` naming its key and what is
+    /// missing; nil when every one can be given.
+    func problem(_ settings: ResourceSettings, as key: (String) -> String = { $0 }) -> TimerdError? {
+        for (name, controller) in settings.cgroupSettings where !controllers.contains(controller) {
+            let shown = key(name)
+            if let noCgroup {
+                return TimerdError(
+                    .badArgument, "\(shown) needs a cgroup for each run, and runs have none here: \(noCgroup)", key: shown)
+            }
+            let have = controllers.isEmpty ? "none of cpu, io, memory and pids" : controllers.sorted().joined(separator: ", ")
+            return TimerdError(
+                .badArgument,
+                "\(shown) needs the \(controller) controller, which timerd's cgroup \(own ?? "?") was not given (it has \(have); "
+                    + "under systemd, Delegate=yes hands over those the kernel has on cgroup v2)", key: shown)
+        }
+        return nil
     }
 }

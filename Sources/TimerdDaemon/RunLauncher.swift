@@ -17,6 +17,8 @@ struct RunRequest: Sendable {
     var runAs: RunAs? = nil
     /// What stopping a command signals (`kill_mode`).
     var killMode: KillMode = .controlGroup
+    /// What the run may use: the job's settings, under the per-user ceilings for a job of a user other than root.
+    var resources = ResourceSettings()
 }
 
 /// The user (and group) a command runs as. Resolved by the launcher just before the run, so a changed

@@ -357,11 +357,15 @@ public struct DaemonStats: Codable, Equatable, Sendable {
         public var cgroups: String?
         /// With `process-group`: why not by cgroup.
         public var reason: String?
+        /// With `cgroup`: the controllers each run's cgroup has (`cpu`, `io`, `memory`, `pids`), which its
+        /// limits need (`memory_max`: `memory`, …).
+        public var controllers: [String]?
 
-        public init(by: String, cgroups: String? = nil, reason: String? = nil) {
+        public init(by: String, cgroups: String? = nil, reason: String? = nil, controllers: [String]? = nil) {
             self.by = by
             self.cgroups = cgroups
             self.reason = reason
+            self.controllers = controllers
         }
     }
 

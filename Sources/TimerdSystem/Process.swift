@@ -204,6 +204,22 @@ public enum CurrentProcess {
         return (UInt64(limit.rlim_cur), UInt64(limit.rlim_max))
     }
 
+    /// The soft and hard limits of `resource` (an `RLIMIT_*` number), `UInt64.max` for none; nil when the
+    /// kernel does not know the resource.
+    ///
+    /// The corresponding C function is `getrlimit`.
+    public static func resourceLimits(_ resource: Int32) -> (soft: UInt64, hard: UInt64)? {
+        var limit = rlimit()
+        guard getrlimit(__rlimit_resource_t(UInt32(bitPattern: resource)), &limit) == 0 else { return nil }
+        return (UInt64(limit.rlim_cur), UInt64(limit.rlim_max))
+    }
+
+    /// This process's OOM score adjustment (/proc/self/oom_score_adj), which the processes it starts inherit.
+    public static func oomScoreAdjustment() -> Int? {
+        guard let bytes = try? FileSystem.readFile("/proc/self/oom_score_adj") else { return nil }
+        return Int(String(decoding: bytes, as: UTF8.self).filter { !$0.isWhitespace })
+    }
+
     /// Raises the soft limit on open descriptors to the hard limit: a server with thousands of clients
     /// needs more than the 1,024 that systemd gives a service by default (its hard limit there is
     /// 524,288). An unlimited hard limit counts as 1,048,576 (the kernel's default `fs.nr_open`, which

@@ -1,5 +1,6 @@
 import CTimerdSys
 import Glibc
+import TimerdCore
 
 /// The identity a spawned command runs as instead of the daemon's: real, effective and saved
 /// user and group ids, and exactly this supplementary group list.
@@ -38,6 +39,9 @@ public struct SpawnError: Error, Sendable, Equatable, CustomStringConvertible {
         /// The child could not be created in the cgroup it was given (clone3 with `CLONE_INTO_CGROUP`
         /// failed: not a cgroup v2 directory, a cgroup with controllers that has children, a limit).
         case cgroup
+        /// A setting of the child's own process (`ResourceSettings`: `nice`, `ionice`, `oom_score_adj`, a
+        /// `limit_*`) could not be made; `setting` names its key.
+        case resources
     }
 
     public var stage: Stage
@@ -46,6 +50,8 @@ public struct SpawnError: Error, Sendable, Equatable, CustomStringConvertible {
     public var workingDirectory: String?
     /// The identity the command was to run as (nil: the daemon's own).
     public var credentials: Credentials?
+    /// With `.resources`: the key of the setting that failed (`limit_nofile`).
+    public var setting: String?
 
     public init(
         stage: Stage, errno: Errno, program: String, workingDirectory: String?, credentials: Credentials? = nil
@@ -76,6 +82,8 @@ public struct SpawnError: Error, Sendable, Equatable, CustomStringConvertible {
             "cannot track \(program) after starting it: \(errno)"
         case .cgroup:
             "cannot start \(program) in its cgroup: \(errno)"
+        case .resources:
+            "cannot start \(program): cannot set \(setting ?? "its process settings"): \(errno)"
         }
     }
 }
@@ -150,6 +158,10 @@ public enum Spawn {
     /// With `cgroup` (a cgroup v2 directory, `CgroupDirectory.open`), the child is created inside that
     /// cgroup, so nothing it starts, even before its `execve`, runs outside it.
     ///
+    /// With `settings`, the child sets its own `nice`, `ionice`, `oom_score_adj` and `limit_*` (the rest
+    /// of `ResourceSettings` belongs to the cgroup) before its change of identity. With `oom_score_adj`
+    /// the call waits for the child's `execve` (see `tsys_spawn_start`).
+    ///
     /// Safe to call from any thread. Throws `SpawnError` with the errno of the failure and what
     /// it concerned (the program, the working directory or the credentials), as the child
     /// reported it; nothing is left running then and nothing of `program` ran.
@@ -163,11 +175,12 @@ public enum Spawn {
         workingDirectory: String? = nil,
         credentials: Credentials? = nil,
         output: FileDescriptor,
-        cgroup: FileDescriptor? = nil
+        cgroup: FileDescriptor? = nil,
+        settings: ResourceSettings? = nil
     ) throws(SpawnError) -> ChildProcess {
         let started = try start(
             program: program, arguments: arguments, environment: environment, workingDirectory: workingDirectory,
-            credentials: credentials, output: output, cgroup: cgroup)
+            credentials: credentials, output: output, cgroup: cgroup, settings: settings)
         if let failure = started.exec.outcome() {
             _ = try? started.child.waitExit(blocking: true)
             try? started.child.pidfd.close()
@@ -194,13 +207,17 @@ public enum Spawn {
         workingDirectory: String? = nil,
         credentials: Credentials? = nil,
         output: FileDescriptor,
-        cgroup: FileDescriptor? = nil
+        cgroup: FileDescriptor? = nil,
+        settings: ResourceSettings? = nil
     ) throws(SpawnError) -> (child: ChildProcess, exec: PendingExec) {
-        let failure = { @Sendable (stage: SpawnError.Stage, errno: Errno) -> SpawnError in
-            SpawnError(
+        let failure = { @Sendable (stage: SpawnError.Stage, errno: Errno, setting: String?) -> SpawnError in
+            var error = SpawnError(
                 stage: stage, errno: errno, program: program, workingDirectory: workingDirectory,
                 credentials: credentials)
+            error.setting = setting
+            return error
         }
+        let failed = { (stage: SpawnError.Stage, errno: Errno) -> SpawnError in failure(stage, errno, nil) }
 
         let argv = [program] + arguments
         let envp = environment.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
@@ -209,17 +226,17 @@ public enum Spawn {
         if argv.contains(where: hasNul) || envp.contains(where: hasNul)
             || environment.keys.contains(where: { $0.isEmpty || $0.utf8.contains(UInt8(ascii: "=")) })
             || workingDirectory.map(hasNul) == true {
-            throw failure(.invalidArgument, .invalidArgument)
+            throw failed(.invalidArgument, .invalidArgument)
         }
         if let credentials, credentials.groups.count > Int(Int32.max) {
-            throw failure(.credentials, .invalidArgument)
+            throw failed(.credentials, .invalidArgument)
         }
 
         let path: String
         do {
             path = try resolve(program, searchPath: environment["PATH"] ?? defaultSearchPath)
         } catch {
-            throw failure(.program, error)
+            throw failed(.program, error)
         }
 
         var pid: pid_t = 0
@@ -227,13 +244,15 @@ public enum Spawn {
         let status = withCStringArray(argv) { argvPointer in
             withCStringArray(envp) { envpPointer in
                 withCCredentials(credentials) { credentialsPointer in
-                    tsys_spawn_start(
-                        &pid, &pending, path, argvPointer, envpPointer, workingDirectory, output.rawValue,
-                        credentialsPointer, cgroup?.rawValue ?? -1)
+                    withCSettings(settings) { settingsPointer in
+                        tsys_spawn_start(
+                            &pid, &pending, path, argvPointer, envpPointer, workingDirectory, output.rawValue,
+                            credentialsPointer, cgroup?.rawValue ?? -1, settingsPointer)
+                    }
                 }
             }
         }
-        guard status == 0, let pending else { throw failure(cgroup == nil ? .program : .cgroup, Errno(rawValue: status)) }
+        guard status == 0, let pending else { throw failed(cgroup == nil ? .program : .cgroup, Errno(rawValue: status)) }
         let exec = PendingExec(pending, failure: failure)
 
         let pidfd = tsys_pidfd_open(pid)
@@ -242,7 +261,7 @@ public enum Spawn {
             _ = Glibc.kill(pid, SIGKILL)
             _ = try? ProcessControl.waitExit(pid: pid, blocking: true)
             _ = exec.outcome()
-            throw failure(.tracking, error)
+            throw failed(.tracking, error)
         }
         return (ChildProcess(pid: pid, pidfd: FileDescriptor(rawValue: pidfd)), exec)
     }
@@ -269,6 +288,24 @@ public enum Spawn {
             sawNonExecutable = true
         }
         throw sawNonExecutable ? .permissionDenied : .noSuchFileOrDirectory
+    }
+
+    /// Calls `body` with the process settings of `settings` as a C `struct tsys_process_settings`, or with
+    /// nil when it sets none of them.
+    private static func withCSettings<Result>(
+        _ settings: ResourceSettings?, _ body: (UnsafePointer<tsys_process_settings>?) -> Result
+    ) -> Result {
+        guard let settings, settings.nice != nil || settings.ionice != nil || settings.oomScoreAdj != nil
+            || !settings.limits.isEmpty else { return body(nil) }
+        let limits = settings.limits.map { tsys_rlimit(resource: $0.kind.resource, soft: $0.soft.raw, hard: $0.hard.raw) }
+        return limits.withUnsafeBufferPointer { buffer in
+            let c = tsys_process_settings(
+                set_nice: settings.nice == nil ? 0 : 1, nice: Int32(settings.nice ?? 0),
+                set_ioprio: settings.ionice == nil ? 0 : 1, ioprio: settings.ionice?.kernelValue ?? 0,
+                set_oom_score_adj: settings.oomScoreAdj == nil ? 0 : 1, oom_score_adj: Int32(settings.oomScoreAdj ?? 0),
+                limit_count: buffer.count, limits: buffer.baseAddress)
+            return withUnsafePointer(to: c) { body($0) }
+        }
     }
 
     /// Calls `body` with `credentials` as a C `struct tsys_credentials`, or with nil.
@@ -304,9 +341,9 @@ public enum Spawn {
 public final class PendingExec: @unchecked Sendable {
     // Touched only by `outcome` (once) and `deinit`, which the owner does not call concurrently.
     private var pending: OpaquePointer?
-    private let failure: @Sendable (SpawnError.Stage, Errno) -> SpawnError
+    private let failure: @Sendable (SpawnError.Stage, Errno, String?) -> SpawnError
 
-    init(_ pending: OpaquePointer, failure: @escaping @Sendable (SpawnError.Stage, Errno) -> SpawnError) {
+    init(_ pending: OpaquePointer, failure: @escaping @Sendable (SpawnError.Stage, Errno, String?) -> SpawnError) {
         self.pending = pending
         self.failure = failure
     }
@@ -321,19 +358,32 @@ public final class PendingExec: @unchecked Sendable {
         guard let pending else { return nil }
         self.pending = nil
         var stage: Int32 = 0
-        let status = tsys_spawn_finish(pending, &stage)
+        var detail: Int32 = 0
+        let status = tsys_spawn_finish(pending, &stage, &detail)
         guard status != 0 else { return nil }
         // The child says which step failed; the rest (the session, descriptors, signals) is part of
         // starting the program.
+        let errno = Errno(rawValue: status)
         switch stage {
-        case TSYS_SPAWN_STAGE_CREDENTIALS: return failure(.credentials, Errno(rawValue: status))
-        case TSYS_SPAWN_STAGE_CHDIR: return failure(.workingDirectory, Errno(rawValue: status))
-        default: return failure(.program, Errno(rawValue: status))
+        case TSYS_SPAWN_STAGE_CREDENTIALS: return failure(.credentials, errno, nil)
+        case TSYS_SPAWN_STAGE_CHDIR: return failure(.workingDirectory, errno, nil)
+        case TSYS_SPAWN_STAGE_RESOURCES: return failure(.resources, errno, Self.settingKey(detail))
+        default: return failure(.program, errno, nil)
+        }
+    }
+
+    /// The key of the setting a child's `TSYS_SPAWN_DETAIL_*` names.
+    static func settingKey(_ detail: Int32) -> String? {
+        switch detail {
+        case TSYS_SPAWN_DETAIL_NICE: "nice"
+        case TSYS_SPAWN_DETAIL_IOPRIO: "ionice"
+        case TSYS_SPAWN_DETAIL_OOM_SCORE_ADJ: "oom_score_adj"
+        default: ProcessLimit.Kind.allCases.first { $0.resource == detail - TSYS_SPAWN_DETAIL_RLIMIT }?.key
         }
     }
 
     deinit {
         // Freed only once the child no longer runs on it; a child still starting keeps it (a few pages).
-        if let pending, tsys_spawn_settled(pending) != 0 { _ = tsys_spawn_finish(pending, nil) }
+        if let pending, tsys_spawn_settled(pending) != 0 { _ = tsys_spawn_finish(pending, nil, nil) }
     }
 }

@@ -80,8 +80,73 @@ import Testing
     @Test func aWebhookRunHasNoUsage() throws {
         let daemon = try Daemon()
         #expect(try daemon.request("ADD hook in=10ms webhook=http://127.0.0.1:9/none timeout=1s") == "OK")
-        try eventually("finished") { try daemon.show("hook")["last_result"] != nil }
+        try eventually("finished") { try daemon.show("hook")["last_result"] as? String != nil }
         let info = try daemon.show("hook")
         #expect(info["last_cpu_usage_ms"] is NSNull && info["last_memory_peak_bytes"] is NSNull)
     }
+
+    @Test func niceIoniceOomScoreAndLimitsAreWhatTheRunSees() throws {
+        let daemon = try Daemon()
+        let command = "echo nice=$(cut -d' ' -f19 /proc/self/stat) files=$(ulimit -Sn):$(ulimit -Hn) core=$(ulimit -c) "
+            + "oom=$(cat /proc/self/oom_score_adj)"
+        #expect(try daemon.request("ADD knobs in=10ms nice=7 ionice=idle oom_score_adj=321 limit_nofile=100:200 limit_core=0 "
+                                   + "command=\(Words.quote(command))") == "OK")
+        try eventually("finished") { try daemon.show("knobs")["last_result"] as? String == "ok" }
+        let output = try #require(try daemon.show("knobs")["last_output"] as? String)
+        #expect(output == "nice=7 files=100:200 core=0 oom=321\n", "\(output)")
+        // The adjustment is the run's alone: a process that shares timerd's memory and makes one passes it on to
+        // timerd too, unless timerd waited for it (CLONE_VFORK).
+        let own = try String(contentsOfFile: "/proc/\(daemon.process.processIdentifier)/oom_score_adj", encoding: .utf8)
+        #expect(own.trimmingCharacters(in: .whitespacesAndNewlines) != "321", "timerd's own oom_score_adj changed: \(own)")
+        // The I/O class is the kernel's; ionice -p says it where util-linux is installed.
+        let ionice = try Daemon.run("/bin/sh", ["-c", "command -v ionice"])
+        if ionice.status == 0 {
+            #expect(try daemon.request("ADD io in=10ms ionice=best-effort:6 command='ionice -p $$'") == "OK")
+            try eventually("io finished") { try daemon.show("io")["last_result"] as? String == "ok" }
+            #expect(try daemon.show("io")["last_output"] as? String == "best-effort: prio 6\n")
+        }
+        // The settings are kept with the job, as written.
+        let options = try #require(try daemon.show("knobs")["options"] as? [String])
+        #expect(options.contains("limit_nofile=100:200") && options.contains("ionice=idle") && options.contains("nice=7"))
+    }
+
+    @Test func aSettingTheKernelRefusesFailsTheRunAndSaysWhich() throws {
+        let daemon = try Daemon()
+        // A hard limit above what the kernel allows (limit_nofile above fs.nr_open, even for root) is refused by
+        // setrlimit with EPERM, before anything of the program runs.
+        #expect(try daemon.request("ADD toomany in=10ms limit_nofile=infinity command='echo ran'") == "OK")
+        try eventually("finished") { try daemon.show("toomany")["last_result"] as? String != nil }
+        let info = try daemon.show("toomany")
+        #expect(info["last_result"] as? String == "failed")
+        #expect((info["last_reason"] as? String)?.contains("cannot set limit_nofile: Operation not permitted (EPERM)") == true,
+                "\(info["last_reason"] ?? "-")")
+        #expect(info["last_output"] as? String == "")
+    }
+
+    @Test func cgroupLimitsAreRefusedWhereRunsCannotHaveThem() throws {
+        // Outside a cgroup of its own (here: the test machine's), timerd has no cgroup for a run, so no limit to write.
+        let daemon = try Daemon()
+        guard try daemon.request("STATS").contains(#""by":"process-group""#) else { return }
+        for (key, value) in [("memory_max", "64M"), ("cpu_quota", "50%"), ("io_weight", "50"), ("tasks_max", "10")] {
+            let reply = try daemon.request("ADD l in=1h \(key)=\(value) command=true")
+            #expect(reply.hasPrefix("ERR bad-argument \(key) needs a cgroup for each run, and runs have none here: "), "\(reply)")
+        }
+        let cli = try daemon.ctl("add", "l", "--in", "1h", "--memory-max", "64M", "--command", "true")
+        #expect(cli.status != 0 && cli.stderr.contains("memory_max needs a cgroup for each run"), "\(cli.stderr)")
+        #expect(try daemon.request("LIST").hasPrefix("OK []"))
+    }
+
+    @Test func aConfigJobWithALimitRunsCannotHaveStopsTheStart() throws {
+        let daemon = try Daemon(config: """
+            [job "capped"]
+            every = 1h
+            memory_max = 1G
+            command = true
+            """, waitForReady: false)
+        daemon.process.waitUntilExit()
+        #expect(daemon.process.terminationStatus == 1)
+        #expect(daemon.logShows("\(daemon.configPath):1: memory_max needs a cgroup for each run"), "\(daemon.log)")
+        #expect(daemon.logShows("the config is invalid; not starting"))
+    }
 }
+

@@ -192,6 +192,38 @@ struct SecurityTests {
         #expect(try daemon.ctl("run", "r1").status == 0)
     }
 
+    @Test func usersMayOnlyTightenWhatTheirRunsGetAndTheirCeilingsHold() throws {
+        try daemon.writeConfig("""
+            [daemon]
+            socket_group = \(users.group)
+            allow_users = \(users.alice), \(users.bob)
+            user_limit_nofile = 512
+            """)
+        #expect(try daemon.ctl("reload").status == 0)
+        // (The weights, which need a cgroup controller, are checked in ControlHandlerTests.)
+        for (arguments, message) in [
+            (["--nice", "-1"], "nice=-1: only root may raise a run's priority"),
+            (["--ionice", "realtime:0"], "only root may give a run real-time I/O"),
+            (["--oom-score-adj", "-100"], "less likely to be killed than timerd"),
+            (["--limit-nproc", "99999999999"], "limit_nproc=99999999999: only root may raise a limit above timerd's own"),
+            (["--limit-nofile", "1024"], "limit_nofile=1024 is above user_limit_nofile=512"),
+        ] {
+            let result = try ctl(users.alice, ["add", "loose", "--in", "1h", "--command", "true"] + arguments)
+            #expect(result.status == 1 && result.stderr.contains("permission-denied") && result.stderr.contains(message),
+                    "\(arguments): \(result.stderr)")
+        }
+        // Tightening is anyone's: a later nice, idle I/O, a smaller limit.
+        #expect(try ctl(users.alice, "add", "tight", "--in", "10ms", "--nice", "10", "--ionice", "idle", "--oom-score-adj", "500",
+                        "--limit-nofile", "64", "--command", "ulimit -Hn").status == 0)
+        // A job that sets nothing gets the ceiling; root's jobs have none.
+        #expect(try ctl(users.alice, "add", "plain", "--in", "10ms", "--command", "ulimit -Hn").status == 0)
+        #expect(try daemon.ctl("add", "roots", "--in", "10ms", "--limit-nofile", "1024", "--command", "ulimit -Hn").status == 0)
+        try eventually("all three ran") { try ["tight", "plain", "roots"].allSatisfy { try lastOutput($0)?.isEmpty == false } }
+        #expect(try lastOutput("tight") == "64\n")
+        #expect(try lastOutput("plain") == "512\n")
+        #expect(try lastOutput("roots") == "1024\n")
+    }
+
     @Test func rootMayRunAJobAsAUserAndAMissingUserFailsTheRunInsteadOfRunningAsRoot() throws {
         let marker = daemon.directory + "/ran-as"
         #expect(try daemon.ctl("add", "asbob", "--every", "1h", "--user", users.bob, "--command", "id -u").status == 0)

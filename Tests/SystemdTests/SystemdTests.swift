@@ -240,6 +240,47 @@ struct SystemdTests {
         #expect(swept.isEmpty, "systemd had to kill what timerd left behind: \(swept)")
     }
 
+    @Test("cgroup limits: enforced where timerd.service was given the controller, refused naming it where not")
+    func runLimits() throws {
+        try testbed.prepare(config: "")
+        try testbed.mustSystemctl("start", "timerd.service")
+        let stats = try JSONSerialization.jsonObject(with: Data(try testbed.timerctl("--json", "stats").stdout.utf8)) as? [String: Any]
+        let tracking = try #require(stats?["run_tracking"] as? [String: Any], "\(String(describing: stats))")
+        #expect(tracking["by"] as? String == "cgroup")
+        let controllers = try #require(tracking["controllers"] as? [String])
+        func show(_ job: String) throws -> [String: Any] {
+            try JSONSerialization.jsonObject(with: Data(try testbed.timerctl("--json", "show", job).stdout.utf8)) as? [String: Any] ?? [:]
+        }
+        if controllers.contains("memory") {
+            // 100 MB held by tail (no newline in /dev/zero) against a 32 MB limit and no swap: the kernel's OOM
+            // killer ends it, and the run says which limit.
+            let add = try testbed.timerctl("add", "hog", "--in", "10ms", "--memory-max", "32M", "--memory-swap-max", "0",
+                                           "--command", "head -c 100000000 /dev/zero | tail")
+            #expect(add.succeeded, "\(add)")
+            #expect(try eventually(timeout: 30, "hog to end") { try show("hog")["last_result"] as? String != nil })
+            let hog = try show("hog")
+            #expect(hog["last_result"] as? String == "killed")
+            #expect((hog["last_reason"] as? String)?.hasPrefix("killed by its memory limit (memory_max=32M, memory_swap_max=0): the OOM killer ended") == true,
+                    "\(hog["last_reason"] ?? "-")")
+        } else {
+            let add = try testbed.timerctl("add", "hog", "--in", "10ms", "--memory-max", "32M", "--command", "true")
+            #expect(!add.succeeded && add.stderr.contains("memory_max needs the memory controller, which timerd's cgroup "),
+                    "\(add)")
+        }
+        if controllers.contains("pids") {
+            // Three sleeps at once in a cgroup that allows two tasks: the shell and one sleep; forks fail.
+            let add = try testbed.timerctl("add", "forks", "--in", "10ms", "--tasks-max", "2",
+                                           "--command", "sleep 1 & sleep 1 & sleep 1 & wait; echo done")
+            #expect(add.succeeded, "\(add)")
+            #expect(try eventually(timeout: 30, "forks to end") { try show("forks")["last_result"] as? String != nil })
+            let forks = try show("forks")
+            #expect((forks["last_output"] as? String)?.contains("fork") == true, "\(forks)")
+        } else {
+            let add = try testbed.timerctl("add", "forks", "--in", "10ms", "--tasks-max", "2", "--command", "true")
+            #expect(!add.succeeded && add.stderr.contains("tasks_max needs the pids controller"), "\(add)")
+        }
+    }
+
     @Test("systemctl stop with a running job stops within the grace and leaves no job process")
     func stopWithRunningJob() throws {
         try testbed.prepare(config: """

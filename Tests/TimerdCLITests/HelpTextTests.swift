@@ -87,6 +87,32 @@ struct HelpTextTests {
               --timeout DUR                 Stop a run that takes longer than DUR.
               --kill-grace DUR              Wait DUR between SIGTERM and SIGKILL (default 5s).
               --kill-mode MODE              What stopping a run signals: control-group (default: all it started), mixed or process.
+              --memory-max SIZE             Kill the run when it uses more memory than SIZE (e.g. 512M; its cgroup's memory.max).
+              --memory-high SIZE            Slow the run down and reclaim its memory above SIZE (its cgroup's memory.high).
+              --memory-swap-max SIZE        Let the run use at most SIZE of swap (its cgroup's memory.swap.max).
+              --cpu-quota PERCENT           Let the run use at most PERCENT of one CPU, e.g. 50% or 200% (its cgroup's cpu.max).
+              --cpu-weight N                The run's share of CPU time against others, 1-10000 (default 100; its cgroup's cpu.weight).
+              --io-weight N                 The run's share of disk time against others, 1-10000 (default 100; its cgroup's io.weight).
+              --tasks-max N                 Let the run have at most N processes and threads at once (its cgroup's pids.max).
+              --nice N                      Run at nice level N, -20 (first) to 19 (last); below 0 for root only.
+              --ionice CLASS                I/O priority: idle, best-effort[:0-7] or realtime[:0-7] (realtime for root only).
+              --oom-score-adj N             The run's OOM killer adjustment, -1000 (never) to 1000 (first); below timerd's for root only.
+              --limit-cpu N[:HARD]          Limit the run's seconds of CPU time, soft[:hard] or infinity (RLIMIT_CPU).
+              --limit-fsize N[:HARD]        Limit the run's bytes in one file written, soft[:hard] or infinity (RLIMIT_FSIZE).
+              --limit-data N[:HARD]         Limit the run's bytes of data segment, soft[:hard] or infinity (RLIMIT_DATA).
+              --limit-stack N[:HARD]        Limit the run's bytes of stack, soft[:hard] or infinity (RLIMIT_STACK).
+              --limit-core N[:HARD]         Limit the run's bytes of a core dump (0: none), soft[:hard] or infinity (RLIMIT_CORE).
+              --limit-rss N[:HARD]          Limit the run's bytes resident (ignored by Linux), soft[:hard] or infinity (RLIMIT_RSS).
+              --limit-nproc N[:HARD]        Limit the run's processes of the user, soft[:hard] or infinity (RLIMIT_NPROC).
+              --limit-nofile N[:HARD]       Limit the run's open files, soft[:hard] or infinity (RLIMIT_NOFILE).
+              --limit-memlock N[:HARD]      Limit the run's bytes locked in memory, soft[:hard] or infinity (RLIMIT_MEMLOCK).
+              --limit-as N[:HARD]           Limit the run's bytes of address space, soft[:hard] or infinity (RLIMIT_AS).
+              --limit-locks N[:HARD]        Limit the run's file locks, soft[:hard] or infinity (RLIMIT_LOCKS).
+              --limit-sigpending N[:HARD]   Limit the run's pending signals, soft[:hard] or infinity (RLIMIT_SIGPENDING).
+              --limit-msgqueue N[:HARD]     Limit the run's bytes in POSIX message queues, soft[:hard] or infinity (RLIMIT_MSGQUEUE).
+              --limit-nice N[:HARD]         Limit the run's nice ceiling (20 - nice), soft[:hard] or infinity (RLIMIT_NICE).
+              --limit-rtprio N[:HARD]       Limit the run's real-time priority, soft[:hard] or infinity (RLIMIT_RTPRIO).
+              --limit-rttime N[:HARD]       Limit the run's microseconds of real-time CPU, soft[:hard] or infinity (RLIMIT_RTTIME).
               --overlap POLICY              When still running at a fire: skip (default), queue, allow or replace.
               --env NAME=VALUE              Set an environment variable for the command (repeatable).
               --meta KEY=VALUE              Attach user info, passed as TIMERD_META_KEY (repeatable).

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import TimerdCLI
 import TimerdCore
@@ -80,6 +81,21 @@ struct StatsCLITests {
             version:    0.1.0
 
             """)
+    }
+
+    @Test func runsInSaysTheCgroupsAndTheirControllers() {
+        for (tracking, line) in [
+            (#"{"by":"cgroup","cgroups":"/sys/fs/cgroup/t.service/runs","controllers":["cpu","memory"]}"#,
+             "runs in:    cgroups under /sys/fs/cgroup/t.service/runs (controllers: cpu, memory)"),
+            (#"{"by":"cgroup","cgroups":"/sys/fs/cgroup/unified/t.service/runs","controllers":[]}"#,
+             "runs in:    cgroups under /sys/fs/cgroup/unified/t.service/runs (controllers: none)"),
+            (#"{"by":"process-group","reason":"timerd is in the root cgroup"}"#,
+             "runs in:    process groups (not cgroups: timerd is in the root cgroup)"),
+        ] {
+            let payload = statsPayload.replacingOccurrences(of: #""version":"#, with: #""run_tracking":\#(tracking),"version":"#)
+            let result = runCLI(["stats"], reply: .success(.ok(payload)))
+            #expect(result.stdout.contains("\n" + line + "\n"), "\(result.stdout)")
+        }
     }
 
     @Test func noSamplesSaysSo() {

@@ -61,8 +61,9 @@ struct JobSpecTests {
         // keys, covered in WebhookTests; the calendar keys, covered below) appears above.
         let used = Set(spec.options.map(\.key))
         #expect(Set(JobSpec.keys).subtracting(used).subtracting(Webhook.keys)
-            == ["in", "at", "command", "webhook", "on_failure", "on_recovery", "cron", "calendar", "timezone", "dst_gap",
-                "dst_repeat", "jitter", "fixed_jitter", "misfire", "misfire_grace", "history_limit", "cluster"])
+            == Set(["in", "at", "command", "webhook", "on_failure", "on_recovery", "cron", "calendar", "timezone", "dst_gap",
+                "dst_repeat", "jitter", "fixed_jitter", "misfire", "misfire_grace", "history_limit", "cluster"]
+                + ResourceSettings.keys))  // covered in ResourceSettingsTests
     }
 
     @Test("kill_mode takes systemd's three modes, only for commands")
@@ -418,8 +419,9 @@ struct JobSpecTests {
         "ca_file": "/etc/ssl/ca.pem", "insecure": "no", "on_failure": "true", "on_recovery": "true",
         "cron": "* * * * *", "calendar": "daily", "timezone": "UTC", "dst_gap": "skip", "dst_repeat": "both",
         "jitter": "1s", "fixed_jitter": "yes", "misfire": "once", "misfire_grace": "5s", "history_limit": "7",
-        "cluster": "yes",
-    ]
+        "cluster": "yes", "memory_max": "1G", "memory_high": "512M", "memory_swap_max": "0", "cpu_quota": "50%",
+        "cpu_weight": "50", "io_weight": "50", "tasks_max": "64", "nice": "5", "ionice": "idle", "oom_score_adj": "500",
+    ].merging(ProcessLimit.Kind.allCases.map { ($0.key, "1") }) { $1 }
 
     @Test("non-repeatable keys given twice", arguments: singleKeys)
     func repeated(key: String) {
@@ -471,8 +473,11 @@ struct JobSpecTests {
             "every", "start", "in", "at", "cron", "calendar", "timezone", "dst_gap", "dst_repeat", "jitter",
             "fixed_jitter", "misfire", "misfire_grace", "count", "leeway", "command", "argv", "webhook", "method", "header", "body",
             "content_type", "expect", "retries", "retry_backoff", "redirects", "ca_file", "insecure", "timeout",
-            "kill_grace", "kill_mode", "overlap", "env", "meta", "cwd", "user", "group", "owner", "tag", "modes",
-            "on_failure", "on_recovery", "history_limit", "cluster",
+            "kill_grace", "kill_mode", "memory_max", "memory_high", "memory_swap_max", "cpu_quota", "cpu_weight", "io_weight",
+            "tasks_max", "nice", "ionice", "oom_score_adj", "limit_cpu", "limit_fsize", "limit_data", "limit_stack",
+            "limit_core", "limit_rss", "limit_nproc", "limit_nofile", "limit_memlock", "limit_as", "limit_locks",
+            "limit_sigpending", "limit_msgqueue", "limit_nice", "limit_rtprio", "limit_rttime", "overlap", "env", "meta",
+            "cwd", "user", "group", "owner", "tag", "modes", "on_failure", "on_recovery", "history_limit", "cluster",
         ])
         #expect(JobSpec.repeatableKeys == ["env", "meta", "tag", "header"])
         #expect(Set(JobSpec.keys).count == JobSpec.keys.count)

@@ -186,4 +186,37 @@ struct FakeAccounts: AccountDirectory {
         #expect(await add("MODE maintenance", as: alice).hasPrefix("ERR permission-denied"))
         #expect(await add("MODE", as: alice).hasPrefix("OK"))
     }
+
+    /// Where runs' cgroups have every controller: users may tighten anything and loosen nothing, their
+    /// ceilings hold, and a controller timerd lacks is named.
+    @Test func resourceSettingsOfUsersOnlyTightenAndControllersAreNamed() async throws {
+        var settings = AccessSettings()
+        settings.userCeiling = try ResourceSettings(single: ["memory_max": "1G", "cpu_quota": "100%"])
+        let registry = Registry(
+            launcher: launcher, log: Logger(sink: sink, minimum: .debug), maxRunning: 10, baseEnvironment: [],
+            access: AccessControl(settings), clock: clock,
+            resourceSupport: RunResourceSupport(controllers: ["cpu", "memory", "pids"], own: "/sys/fs/cgroup/t.service"))
+        let handler = ControlHandler(registry: registry, access: AccessControl(settings), accounts: FakeAccounts(), reload: { ReloadSummary() })
+        func add(_ line: String, as client: Client) async -> String {
+            await handler.handle(.line(Array(line.utf8)), connection: 1, client: client).encode()
+        }
+        // Anyone: io_weight needs the io controller, which this cgroup was not given.
+        #expect(await add("ADD a every=1h io_weight=50 command=x", as: root).hasPrefix(
+            "ERR bad-argument io_weight needs the io controller, which timerd's cgroup /sys/fs/cgroup/t.service was not given "
+                + "(it has cpu, memory, pids;"))
+        #expect(await add("ADD b every=1h cpu_weight=1000 memory_max=4G tasks_max=10 command=x", as: root) == "OK")
+        guard Client.daemonUID == 0 else { return }
+        for (options, message) in [
+            ("cpu_weight=101", "cpu_weight=101: only root may give a run more than the default share (100)"),
+            ("nice=-20", "nice=-20: only root may raise a run's priority"),
+            ("ionice=realtime:3", "ionice=realtime:3: only root may give a run real-time I/O"),
+            ("memory_max=2G", "memory_max=2G is above user_memory_max=1G, the most a job of a user other than root may have"),
+            ("cpu_quota=150%", "cpu_quota=150% is above user_cpu_quota=100%"),
+        ] {
+            let reply = await add("ADD c every=1h \(options) command=x", as: alice)
+            #expect(reply.hasPrefix("ERR permission-denied \(message)"), "\(options): \(reply)")
+        }
+        #expect(await add("ADD d every=1h cpu_weight=10 memory_max=512M cpu_quota=20% nice=19 command=x", as: alice) == "OK")
+    }
 }
+

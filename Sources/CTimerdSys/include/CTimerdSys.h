@@ -50,6 +50,35 @@ struct tsys_credentials {
 #define TSYS_SPAWN_STAGE_CREDENTIALS 2  // setgroups/setresgid/setresuid, or their verification
 #define TSYS_SPAWN_STAGE_CHDIR 3        // chdir(cwd), done with the new identity
 #define TSYS_SPAWN_STAGE_EXEC 4         // execve(path)
+#define TSYS_SPAWN_STAGE_RESOURCES 5    // a setting of tsys_process_settings (tsys_spawn_finish's `*detail`
+                                        // says which: one of TSYS_SPAWN_DETAIL_*, or 100 + an RLIMIT_*)
+
+#define TSYS_SPAWN_DETAIL_NICE 1
+#define TSYS_SPAWN_DETAIL_IOPRIO 2
+#define TSYS_SPAWN_DETAIL_OOM_SCORE_ADJ 3
+#define TSYS_SPAWN_DETAIL_RLIMIT 100
+
+/// One resource limit for a spawned child (prlimit64: `RLIM_INFINITY` is ~0ULL).
+struct tsys_rlimit {
+    int resource;
+    unsigned long long soft;
+    unsigned long long hard;
+};
+
+/// Settings of a spawned child's own process, made before its change of identity (so as the caller,
+/// which may raise what the new identity could not): scheduling priority (setpriority), I/O priority
+/// (ioprio_set, the kernel's class << 13 | level), OOM score adjustment (/proc/self/oom_score_adj) and
+/// resource limits (prlimit64), at most 16. Each `set_*` 0 leaves that one alone.
+struct tsys_process_settings {
+    int set_nice;
+    int nice;
+    int set_ioprio;
+    int ioprio;
+    int set_oom_score_adj;
+    int oom_score_adj;
+    size_t limit_count;
+    const struct tsys_rlimit *limits;
+};
 
 /// A child started by tsys_spawn_start that may not have reached execve yet: the memory it runs on.
 struct tsys_spawn_pending;
@@ -72,18 +101,24 @@ struct tsys_spawn_pending;
 ///
 /// With `cgroup_fd` >= 0 (a cgroup v2 directory opened O_RDONLY | O_DIRECTORY), the child is created
 /// in that cgroup (clone3 with CLONE_INTO_CGROUP, Linux 5.7); -1 leaves it in the caller's.
+///
+/// With `settings` (NULL: none), the child makes them after its descriptors and before its identity
+/// change. With an OOM score adjustment, the caller waits for the child's execve or exit (CLONE_VFORK),
+/// as posix_spawn does: a process that shares the caller's memory and is not a vfork child passes an
+/// adjustment it makes on to every process sharing that memory (Linux's __set_oom_adj), the caller too.
 int tsys_spawn_start(pid_t *pid, struct tsys_spawn_pending **pending, const char *path, char *const argv[],
                      char *const envp[], const char *cwd, int output_fd, const struct tsys_credentials *credentials,
-                     int cgroup_fd);
+                     int cgroup_fd, const struct tsys_process_settings *settings);
 
 /// 1 once the child of `pending` has called execve successfully or exited; 0 before. Never blocks.
 int tsys_spawn_settled(const struct tsys_spawn_pending *pending);
 
 /// Waits until tsys_spawn_settled (a futex wait, woken by the kernel; at once after the child was seen
 /// to exit), then frees `pending`. Returns 0 if the child reached execve, else the errno of its
-/// failure with its TSYS_SPAWN_STAGE_* in `*stage`: the child has then exited with status 127, or is
-/// about to, and nothing of `path` ran (the caller reaps it).
-int tsys_spawn_finish(struct tsys_spawn_pending *pending, int *stage);
+/// failure with its TSYS_SPAWN_STAGE_* in `*stage` (and for TSYS_SPAWN_STAGE_RESOURCES which setting in
+/// `*detail`; either pointer may be NULL): the child has then exited with status 127, or is about to, and
+/// nothing of `path` ran (the caller reaps it).
+int tsys_spawn_finish(struct tsys_spawn_pending *pending, int *stage, int *detail);
 
 #define TSYS_WAIT_EXITED 1    // `*value` is the exit code (0...255).
 #define TSYS_WAIT_SIGNALED 2  // `*value` is the terminating signal number.
