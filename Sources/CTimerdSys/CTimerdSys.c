@@ -270,6 +270,7 @@ struct spawn_block {
     char **envp;
     const char *cwd;
     int out;               // the output descriptor, always >= 3 (a duplicate, closed once clone returns)
+    int err_out;           // stderr's, the same kind of duplicate, or -1: stderr goes to `out` too
     unsigned fd_limit;     // close every descriptor below this when close_range is missing
     int has_credentials;
     uid_t uid;
@@ -299,7 +300,9 @@ CHILD_CODE static void child_descriptors(struct spawn_block *args) {
     long r;
     if (in != 0 && RAW_FAILED(r = RAW3(SYS_dup3, in, 0, 0))) child_fail(args, TSYS_SPAWN_STAGE_SETUP, r);
     if (RAW_FAILED(r = RAW3(SYS_dup3, args->out, 1, 0))) child_fail(args, TSYS_SPAWN_STAGE_SETUP, r);
-    if (RAW_FAILED(r = RAW3(SYS_dup3, args->out, 2, 0))) child_fail(args, TSYS_SPAWN_STAGE_SETUP, r);
+    if (RAW_FAILED(r = RAW3(SYS_dup3, args->err_out >= 0 ? args->err_out : args->out, 2, 0))) {
+        child_fail(args, TSYS_SPAWN_STAGE_SETUP, r);
+    }
     r = RAW3(SYS_close_range, 3u, ~0u, 0u);
     if (r == 0) return;
     if (r != -ENOSYS) child_fail(args, TSYS_SPAWN_STAGE_SETUP, r);
@@ -433,8 +436,9 @@ static size_t count_strings(char *const list[], size_t *bytes) {
 
 
 int tsys_spawn_start(pid_t *pid, struct tsys_spawn_pending **pending, const char *path, char *const argv[],
-                     char *const envp[], const char *cwd, int output_fd, const struct tsys_credentials *credentials,
-                     int cgroup_fd, const struct tsys_process_settings *settings) {
+                     char *const envp[], const char *cwd, int output_fd, int error_fd,
+                     const struct tsys_credentials *credentials, int cgroup_fd,
+                     const struct tsys_process_settings *settings) {
     if (credentials != NULL && credentials->group_count > INT_MAX) return EINVAL;
     if (settings != NULL && settings->limit_count > 16) return EINVAL;
 
@@ -452,6 +456,13 @@ int tsys_spawn_start(pid_t *pid, struct tsys_spawn_pending **pending, const char
     block->out = fcntl(output_fd, F_DUPFD_CLOEXEC, 3);
     if (block->out < 0) {
         int err = errno;
+        free(block);
+        return err;
+    }
+    block->err_out = error_fd >= 0 ? fcntl(error_fd, F_DUPFD_CLOEXEC, 3) : -1;
+    if (error_fd >= 0 && block->err_out < 0) {
+        int err = errno;
+        close(block->out);
         free(block);
         return err;
     }
@@ -496,6 +507,7 @@ int tsys_spawn_start(pid_t *pid, struct tsys_spawn_pending **pending, const char
     int err = pthread_sigmask(SIG_BLOCK, &all, &saved);
     if (err != 0) {
         close(block->out);
+        if (block->err_out >= 0) close(block->err_out);
         free(block);
         return err;
     }
@@ -517,6 +529,7 @@ int tsys_spawn_start(pid_t *pid, struct tsys_spawn_pending **pending, const char
     if (ret < 0) err = (int)-ret;
     pthread_sigmask(SIG_SETMASK, &saved, NULL);
     close(block->out);
+    if (block->err_out >= 0) close(block->err_out);
     if (child < 0) {
         free(block);
         return err;

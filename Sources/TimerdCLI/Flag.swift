@@ -57,7 +57,7 @@ package struct Flag: Sendable, Equatable {
     }
 
     /// Yes/no job keys whose flag is a switch that sends `yes` (their placeholder is not shown).
-    static let switchKeys: Set<String> = ["fixed_jitter"]
+    static let switchKeys: Set<String> = ["fixed_jitter", "fail_on_stderr"]
 
     /// Placeholder and help line per job key (`JobSpec.keys`). A key missing here still becomes a flag,
     /// with a generic line; a test checks that every key has its own. An entry for a key that is not in
@@ -98,6 +98,9 @@ package struct Flag: Sendable, Equatable {
         "nice": ("N", "Run at nice level N, -20 (first) to 19 (last); below 0 for root only."),
         "ionice": ("CLASS", "I/O priority: idle, best-effort[:0-7] or realtime[:0-7] (realtime for root only)."),
         "oom_score_adj": ("N", "The run's OOM killer adjustment, -1000 (never) to 1000 (first); below timerd's for root only."),
+        // What counts as failure (docs/configuration.md).
+        "success_exit_codes": ("LIST", "Exit statuses that mean success, e.g. 0,3 or 0-2 (default 0)."),
+        "fail_on_stderr": ("", "A run that writes anything to stderr fails, whatever its exit status."),
         "overlap": ("POLICY", "When still running at a fire: skip (default), queue, allow or replace."),
         "env": ("NAME=VALUE", "Set an environment variable for the command (repeatable)."),
         "meta": ("KEY=VALUE", "Attach user info, passed as TIMERD_META_KEY (repeatable)."),

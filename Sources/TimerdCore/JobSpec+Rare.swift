@@ -20,6 +20,8 @@ struct RareKeys: Equatable, Sendable {
         var cluster: Bool?
         var killMode: KillMode?
         var resources: ResourceSettings?
+        var successExitCodes: [Int]?
+        var failOnStderr: Bool?
     }
 
     private final class Box: Sendable {
@@ -77,6 +79,18 @@ extension JobSpec {
     public var resources: ResourceSettings {
         get { rare.values.resources ?? ResourceSettings() }
         set { rare.values.resources = newValue.isEmpty ? nil : newValue }
+    }
+
+    /// The exit statuses that mean success (`success_exit_codes`; nil: only 0). Commands only.
+    public var successExitCodes: [Int]? {
+        get { rare.values.successExitCodes }
+        set { rare.values.successExitCodes = newValue }
+    }
+
+    /// Any output on stderr fails a run (`fail_on_stderr`; nil: no). Commands only.
+    public var failOnStderr: Bool? {
+        get { rare.values.failOnStderr }
+        set { rare.values.failOnStderr = newValue }
     }
 
     /// Kill a run that takes longer than this (SIGTERM to its process group, SIGKILL after `killGrace`).

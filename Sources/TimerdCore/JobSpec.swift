@@ -123,7 +123,7 @@ public struct JobSpec: Equatable, Sendable {
         "content_type", "expect", "retries", "retry_backoff", "redirects", "ca_file", "insecure", "timeout",
         "kill_grace", "kill_mode",
     ] + ResourceSettings.keys + [
-        "overlap", "env", "meta", "cwd", "user", "group", "owner", "tag", "modes", "on_failure",
+        "success_exit_codes", "fail_on_stderr", "overlap", "env", "meta", "cwd", "user", "group", "owner", "tag", "modes", "on_failure",
         "on_recovery", "history_limit", "cluster",
     ]
     /// Keys anyone may see of anyone's job: the name, schedule, limits and labels. The rest (the action,
@@ -131,7 +131,7 @@ public struct JobSpec: Equatable, Sendable {
     public static let publicKeys: Set<String> = Set([
         "every", "start", "in", "at", "cron", "calendar", "timezone", "dst_gap", "dst_repeat", "jitter", "fixed_jitter",
         "misfire", "misfire_grace", "count", "leeway", "timeout", "kill_grace", "kill_mode", "overlap", "user", "group", "owner",
-        "tag", "modes", "history_limit", "cluster",
+        "tag", "modes", "history_limit", "cluster", "success_exit_codes", "fail_on_stderr",
     ] + ResourceSettings.keys)
     /// Keys that may be given more than once.
     public static let repeatableKeys: Set<String> = ["env", "meta", "tag", "header"]
@@ -306,7 +306,8 @@ public struct JobSpec: Equatable, Sendable {
             throw TimerdError(.badArgument, "owner= jobs live and end on one node, so they cannot be cluster jobs (cluster=yes)", key: "cluster")
         }
         if case .webhook = action,
-           let key = user != nil ? "user" : group != nil ? "group" : (["kill_mode"] + ResourceSettings.keys).first(where: { single[$0] != nil }) {
+           let key = user != nil ? "user" : group != nil ? "group"
+               : (["kill_mode", "success_exit_codes", "fail_on_stderr"] + ResourceSettings.keys).first(where: { single[$0] != nil }) {
             throw TimerdError(.badArgument, "\(key) applies only to commands (webhooks are sent by timerd itself)", key: key)
         }
         let killMode = try single["kill_mode"].map { text throws(TimerdError) in
@@ -328,6 +329,12 @@ public struct JobSpec: Equatable, Sendable {
             cluster: cluster)
         self.killMode = killMode
         self.resources = try ResourceSettings(single: single)
+        self.successExitCodes = try single["success_exit_codes"].map { text throws(TimerdError) in
+            try ExitCodes.parse(text, key: "success_exit_codes")
+        }
+        self.failOnStderr = try single["fail_on_stderr"].map { text throws(TimerdError) in
+            try ExecRequest.parseBool(text, key: "fail_on_stderr")
+        }
     }
 
     /// `timezone`, `dst_gap` and `dst_repeat`, which only cron and calendar schedules take. The zone's
@@ -462,6 +469,8 @@ public struct JobSpec: Equatable, Sendable {
         if killGrace != Limits.defaultKillGrace { list.append(KeyValue("kill_grace", DurationText.format(killGrace))) }
         if let killMode { list.append(KeyValue("kill_mode", killMode.rawValue)) }
         list += resources.options
+        if let successExitCodes { list.append(KeyValue("success_exit_codes", ExitCodes.format(successExitCodes))) }
+        if let failOnStderr { list.append(KeyValue("fail_on_stderr", failOnStderr ? "yes" : "no")) }
         if overlap != .skip { list.append(KeyValue("overlap", overlap.rawValue)) }
         list += env.map { KeyValue("env", "\($0.key)=\($0.value)") }
         list += meta.map { KeyValue("meta", "\($0.key)=\($0.value)") }

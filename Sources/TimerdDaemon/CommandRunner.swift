@@ -90,11 +90,13 @@ actor CommandRun: RunHandle {
     /// Until the child has exited: whether it reached `execve` (`Spawn.start`).
     private var exec: PendingExec?
     private var exitWatch: IOWatcher.Registration?
-    private var outputWatch: IOWatcher.Registration?
+    /// The run's output: stdout and stderr on one pipe, or (`fail_on_stderr`) stderr on a second.
+    private var streams: [OutputStream] = []
+    /// With `fail_on_stderr`: the first line the run wrote to stderr, once it has written anything there.
+    private var firstErrorLine: [UInt8]?
     private var timeoutTimer: (any DispatchSourceTimer)?
     private var killTimer: (any DispatchSourceTimer)?
     private var tail: [UInt8] = []
-    private var partialLine: [UInt8] = []
     private var startedMono = MonoInstant.zero
     private var timedOut = false
     private var stopReason: String?
@@ -196,41 +198,50 @@ actor CommandRun: RunHandle {
                 environment[key] = value
             }
         }
-        let pipe: (read: FileDescriptor, write: FileDescriptor)
+        // One pipe for stdout and stderr (their lines interleave as written), or two with `fail_on_stderr`.
+        var pipes: [(read: FileDescriptor, write: FileDescriptor)] = []
+        func closePipes() {
+            for pipe in pipes {
+                try? pipe.read.close()
+                try? pipe.write.close()
+            }
+        }
         do {
-            pipe = try FileDescriptor.makePipe(nonBlockingRead: true)
+            for _ in 0..<(request.failOnStderr ? 2 : 1) { pipes.append(try FileDescriptor.makePipe(nonBlockingRead: true)) }
         } catch {
+            closePipes()
             return finish(.failed, exitCode: nil, signal: nil, reason: "cannot create the output pipe: \(error)")
         }
         let cgroupDirectory: FileDescriptor?
         do {
             cgroupDirectory = try makeCgroup()
         } catch {
-            try? pipe.read.close()
-            try? pipe.write.close()
+            closePipes()
             return finish(.failed, exitCode: nil, signal: nil, reason: error.description)
         }
         let child: ChildProcess
         do {
             (child, exec) = try Spawn.start(
                 program: program, arguments: arguments, environment: environment,
-                workingDirectory: request.workingDirectory, credentials: credentials, output: pipe.write,
-                cgroup: cgroupDirectory, settings: request.resources)
+                workingDirectory: request.workingDirectory, credentials: credentials, output: pipes[0].write,
+                errors: pipes.count > 1 ? pipes[1].write : nil, cgroup: cgroupDirectory, settings: request.resources)
         } catch {
             try? cgroupDirectory?.close()
-            try? pipe.read.close()
-            try? pipe.write.close()
+            closePipes()
             return finish(.failed, exitCode: nil, signal: nil, reason: "\(error)")
         }
         try? cgroupDirectory?.close()
-        try? pipe.write.close()
+        for pipe in pipes { try? pipe.write.close() }
         self.child = child
         events(.started(pid: child.pid))
 
         let queue = executor.queue
         do {
-            outputWatch = try IOWatcher.shared.watch(pipe.read, for: .readable, on: queue) { [self] _ in
-                self.assumeIsolated { $0.readOutput() }
+            for (index, pipe) in pipes.enumerated() {
+                let watch = try IOWatcher.shared.watch(pipe.read, for: .readable, on: queue) { [self] _ in
+                    self.assumeIsolated { $0.readOutput(index) }
+                }
+                streams.append(OutputStream(watch: watch))
             }
             exitWatch = try IOWatcher.shared.watch(child.pidfd, for: .readable, on: queue) { [self] _ in
                 self.assumeIsolated { $0.childExited() }
@@ -239,7 +250,9 @@ actor CommandRun: RunHandle {
             // Cannot watch: stop the child rather than lose track of it.
             _ = try? ProcessControl.signalProcessGroup(child.pid, .kill)
             _ = try? child.waitExit(blocking: true)
-            if outputWatch == nil { try? pipe.read.close() } else { closeOutput() }
+            for index in pipes.indices {
+                if index < streams.count { closeOutput(index) } else { try? pipes[index].read.close() }
+            }
             try? child.pidfd.close()
             self.child = nil
             return finish(.failed, exitCode: nil, signal: nil, reason: "cannot watch the process: \(error)")
@@ -400,50 +413,70 @@ actor CommandRun: RunHandle {
 
     // MARK: - Output
 
-    /// Reads what is waiting, `chunks` reads of 64 KiB at most: every run shares the queue, and a job
-    /// writing faster than that gets the rest read on a later turn (the watch fires again).
-    private func readOutput(chunks: Int = 4) {
-        guard let watch = outputWatch else { return }
+    /// One output pipe of the run and the line it is in the middle of.
+    struct OutputStream {
+        var watch: IOWatcher.Registration?
+        var partialLine: [UInt8] = []
+    }
+
+    /// Reads what is waiting on stream `index`, `chunks` reads of 64 KiB at most: every run shares the
+    /// queue, and a job writing faster than that gets the rest read on a later turn (the watch fires again).
+    private func readOutput(_ index: Int, chunks: Int = 4) {
+        guard index < streams.count, let watch = streams[index].watch else { return }
         for _ in 0..<chunks {
             let chunk: [UInt8]?
             do { chunk = try watch.fd.tryRead(upToCount: 65_536) } catch { chunk = [] }
             guard let chunk else { return }  // drained for now
             if chunk.isEmpty {  // EOF: every writer closed its end
-                flushPartialLine()
-                closeOutput()
+                flushPartialLine(index)
+                closeOutput(index)
                 return
             }
-            absorb(chunk)
+            absorb(chunk, index)
         }
     }
 
-    private func closeOutput() {
-        guard let watch = outputWatch else { return }
-        IOWatcher.shared.cancel(watch)
-        try? watch.fd.close()
-        outputWatch = nil
+    /// Every stream: what is left to read (up to `chunks` reads each), and closed.
+    private func drainOutput(chunks: Int) {
+        for index in streams.indices {
+            readOutput(index, chunks: chunks)
+            flushPartialLine(index)
+            closeOutput(index)
+        }
     }
 
-    private func absorb(_ chunk: [UInt8]) {
+    private func closeOutput(_ index: Int) {
+        guard index < streams.count, let watch = streams[index].watch else { return }
+        IOWatcher.shared.cancel(watch)
+        try? watch.fd.close()
+        streams[index].watch = nil
+    }
+
+    /// Stream 1, when there is one, is stderr kept apart (`fail_on_stderr`).
+    private func absorb(_ chunk: [UInt8], _ stream: Int) {
+        if stream == 1, firstErrorLine == nil {
+            firstErrorLine = Array(chunk.prefix { $0 != UInt8(ascii: "\n") }.prefix(200))
+        }
         tail.append(contentsOf: chunk)
         if tail.count > Limits.outputTailBytes { tail.removeFirst(tail.count - Limits.outputTailBytes) }
         var start = chunk.startIndex
         for index in chunk.indices where chunk[index] == UInt8(ascii: "\n") {
-            partialLine.append(contentsOf: chunk[start..<index])
-            logLine(partialLine)
-            partialLine.removeAll(keepingCapacity: true)
+            streams[stream].partialLine.append(contentsOf: chunk[start..<index])
+            logLine(streams[stream].partialLine)
+            streams[stream].partialLine.removeAll(keepingCapacity: true)
             start = index + 1
         }
-        partialLine.append(contentsOf: chunk[start...])
-        if partialLine.count > Limits.maxLoggedLineBytes {
-            logLine(partialLine)
-            partialLine.removeAll(keepingCapacity: true)
+        streams[stream].partialLine.append(contentsOf: chunk[start...])
+        if streams[stream].partialLine.count > Limits.maxLoggedLineBytes {
+            logLine(streams[stream].partialLine)
+            streams[stream].partialLine.removeAll(keepingCapacity: true)
         }
     }
 
-    private func flushPartialLine() {
-        if !partialLine.isEmpty { logLine(partialLine) }
-        partialLine.removeAll()
+    private func flushPartialLine(_ index: Int) {
+        guard index < streams.count else { return }
+        if !streams[index].partialLine.isEmpty { logLine(streams[index].partialLine) }
+        streams[index].partialLine.removeAll()
     }
 
     private func logLine(_ bytes: [UInt8]) {
@@ -466,7 +499,7 @@ actor CommandRun: RunHandle {
             return finish(.failed, exitCode: nil, signal: nil, reason: "lost track of the process: \(error)")
         }
         if let failure = exec?.outcome() {  // it exited before its execve: nothing of the program ran
-            closeOutput()
+            for index in streams.indices { closeOutput(index) }
             return finish(.failed, exitCode: nil, signal: nil, reason: failure.description)
         }
         mainUsage = usage
@@ -504,9 +537,7 @@ actor CommandRun: RunHandle {
     private func complete(_ status: TerminationStatus) {
         // Take what the child wrote before it ended (up to 1 MiB more). Without a cgroup, a background
         // grandchild that keeps the pipe open does not hold the run: the run ends with its main process.
-        readOutput(chunks: 16)
-        flushPartialLine()
-        closeOutput()
+        drainOutput(chunks: 16)
 
         if !timedOut, stopReason == nil, let limit = memoryLimitKills() {
             switch status {
@@ -523,8 +554,14 @@ actor CommandRun: RunHandle {
                        reason: "timed out after \(DurationText.format(request.timeout ?? .zero)); exited with status \(code)")
             } else if let stopReason {
                 finish(.killed, exitCode: Int(code), signal: nil, reason: "\(stopReason); exited with status \(code)")
+            } else if !request.successExitCodes.contains(Int(code)) {
+                finish(.failed, exitCode: Int(code), signal: nil, reason: "exited with status \(code)"
+                       + (request.successExitCodes == [0] ? "" : " (not one of success_exit_codes=\(ExitCodes.format(request.successExitCodes)))"))
+            } else if let line = firstErrorLine {
+                finish(.failed, exitCode: Int(code), signal: nil,
+                       reason: "exited with status \(code) but wrote to stderr (fail_on_stderr): \(String(decoding: line, as: UTF8.self))")
             } else {
-                finish(code == 0 ? .ok : .failed, exitCode: Int(code), signal: nil, reason: "exited with status \(code)")
+                finish(.ok, exitCode: Int(code), signal: nil, reason: "exited with status \(code)")
             }
         case .signaled(let signal):
             if timedOut {

@@ -74,6 +74,8 @@ extension Registry {
             request.runAs = runAs(spec: start.spec, ownerUID: ownerUID)
             request.resources = Client.isAdmin(uid: ownerUID) ? start.spec.resources
                 : start.spec.resources.capped(by: access.settings.userCeiling)
+            request.successExitCodes = start.spec.successExitCodes ?? [0]
+            request.failOnStderr = start.spec.failOnStderr ?? false
             request.environment = environment(for: start.spec, runID: start.run, scheduled: start.scheduled, runAs: request.runAs)
         }
         let key = "\(start.jobID)/\(start.run)"

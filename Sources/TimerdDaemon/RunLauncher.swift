@@ -19,6 +19,10 @@ struct RunRequest: Sendable {
     var killMode: KillMode = .controlGroup
     /// What the run may use: the job's settings, under the per-user ceilings for a job of a user other than root.
     var resources = ResourceSettings()
+    /// The exit statuses that mean success (`success_exit_codes`).
+    var successExitCodes: [Int] = [0]
+    /// Any output on stderr fails the run (`fail_on_stderr`): stderr then has a pipe of its own.
+    var failOnStderr = false
 }
 
 /// The user (and group) a command runs as. Resolved by the launcher just before the run, so a changed

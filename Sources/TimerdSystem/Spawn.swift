@@ -142,9 +142,9 @@ public enum Spawn {
 
     /// Starts `program` with `arguments` (argv[1...]; argv[0] is `program` as given) and exactly
     /// `environment`, in a new session and process group, with an empty signal mask and default
-    /// signal dispositions, stdin from /dev/null, stdout and stderr both on `output` (typically
-    /// a pipe's write end, which the caller closes after this returns), and no other open
-    /// descriptors. A `program` without "/" is searched in the absolute directories of
+    /// signal dispositions, stdin from /dev/null, stdout on `output` and stderr on `errors` (both on
+    /// `output` without it; typically pipes' write ends, which the caller closes after this returns), and
+    /// no other open descriptors. A `program` without "/" is searched in the absolute directories of
     /// `environment["PATH"]` (default `defaultSearchPath`); one with "/" is used as is, and if
     /// relative, resolved in `workingDirectory`. Then opens a pidfd for the child.
     ///
@@ -175,12 +175,13 @@ public enum Spawn {
         workingDirectory: String? = nil,
         credentials: Credentials? = nil,
         output: FileDescriptor,
+        errors: FileDescriptor? = nil,
         cgroup: FileDescriptor? = nil,
         settings: ResourceSettings? = nil
     ) throws(SpawnError) -> ChildProcess {
         let started = try start(
             program: program, arguments: arguments, environment: environment, workingDirectory: workingDirectory,
-            credentials: credentials, output: output, cgroup: cgroup, settings: settings)
+            credentials: credentials, output: output, errors: errors, cgroup: cgroup, settings: settings)
         if let failure = started.exec.outcome() {
             _ = try? started.child.waitExit(blocking: true)
             try? started.child.pidfd.close()
@@ -207,6 +208,7 @@ public enum Spawn {
         workingDirectory: String? = nil,
         credentials: Credentials? = nil,
         output: FileDescriptor,
+        errors: FileDescriptor? = nil,
         cgroup: FileDescriptor? = nil,
         settings: ResourceSettings? = nil
     ) throws(SpawnError) -> (child: ChildProcess, exec: PendingExec) {
@@ -247,7 +249,7 @@ public enum Spawn {
                     withCSettings(settings) { settingsPointer in
                         tsys_spawn_start(
                             &pid, &pending, path, argvPointer, envpPointer, workingDirectory, output.rawValue,
-                            credentialsPointer, cgroup?.rawValue ?? -1, settingsPointer)
+                            errors?.rawValue ?? -1, credentialsPointer, cgroup?.rawValue ?? -1, settingsPointer)
                     }
                 }
             }

@@ -169,6 +169,39 @@ import Testing
         #expect(daemon.logShows("job=c run=1 run of a removed job ended: killed: cancelled; killed by SIGTERM"))
     }
 
+    @Test func successExitCodesSayWhichStatusesSucceed() throws {
+        let daemon = try Daemon()
+        #expect(try daemon.request("ADD three in=10ms success_exit_codes=0,3 command='exit 3'") == "OK")
+        #expect(try daemon.request("ADD four in=10ms success_exit_codes=0,3 command='exit 4'") == "OK")
+        try eventually("both finished") {
+            try ["three", "four"].allSatisfy { try daemon.show($0)["last_result"] as? String != nil }
+        }
+        #expect(try daemon.show("three")["last_result"] as? String == "ok")
+        #expect(try daemon.show("three")["last_exit_code"] as? Int == 3)
+        let four = try daemon.show("four")
+        #expect(four["last_result"] as? String == "failed")
+        #expect(four["last_reason"] as? String == "exited with status 4 (not one of success_exit_codes=0,3)")
+    }
+
+    @Test func failOnStderrFailsARunThatWritesThereAndKeepsBothStreams() throws {
+        let daemon = try Daemon()
+        #expect(try daemon.request("ADD noisy in=10ms fail_on_stderr=yes command='echo out; echo oops >&2; echo more'") == "OK")
+        #expect(try daemon.request("ADD quiet in=10ms fail_on_stderr=yes command='echo out'") == "OK")
+        #expect(try daemon.request("ADD tolerated in=10ms command='echo oops >&2'") == "OK")
+        try eventually("all finished") {
+            try ["noisy", "quiet", "tolerated"].allSatisfy { try daemon.show($0)["last_result"] as? String != nil }
+        }
+        let noisy = try daemon.show("noisy")
+        #expect(noisy["last_result"] as? String == "failed")
+        #expect(noisy["last_reason"] as? String == "exited with status 0 but wrote to stderr (fail_on_stderr): oops")
+        // Both streams reach the output and the log.
+        let output = noisy["last_output"] as? String ?? ""
+        #expect(output.contains("out\n") && output.contains("oops\n") && output.contains("more\n"), "\(output)")
+        #expect(daemon.logShows("job=noisy run=1 | oops"))
+        #expect(try daemon.show("quiet")["last_result"] as? String == "ok")
+        #expect(try daemon.show("tolerated")["last_result"] as? String == "ok")
+    }
+
     @Test func timeoutEscalatesToSigkill() throws {
         let daemon = try Daemon()
         #expect(try daemon.request("ADD stubborn in=10ms timeout=100ms kill_grace=200ms command='trap \"\" TERM; sleep 30 & wait; sleep 30'") == "OK")

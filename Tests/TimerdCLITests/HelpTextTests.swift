@@ -113,6 +113,8 @@ struct HelpTextTests {
               --limit-nice N[:HARD]         Limit the run's nice ceiling (20 - nice), soft[:hard] or infinity (RLIMIT_NICE).
               --limit-rtprio N[:HARD]       Limit the run's real-time priority, soft[:hard] or infinity (RLIMIT_RTPRIO).
               --limit-rttime N[:HARD]       Limit the run's microseconds of real-time CPU, soft[:hard] or infinity (RLIMIT_RTTIME).
+              --success-exit-codes LIST     Exit statuses that mean success, e.g. 0,3 or 0-2 (default 0).
+              --fail-on-stderr              A run that writes anything to stderr fails, whatever its exit status.
               --overlap POLICY              When still running at a fire: skip (default), queue, allow or replace.
               --env NAME=VALUE              Set an environment variable for the command (repeatable).
               --meta KEY=VALUE              Attach user info, passed as TIMERD_META_KEY (repeatable).

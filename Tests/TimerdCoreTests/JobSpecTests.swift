@@ -63,7 +63,26 @@ struct JobSpecTests {
         #expect(Set(JobSpec.keys).subtracting(used).subtracting(Webhook.keys)
             == Set(["in", "at", "command", "webhook", "on_failure", "on_recovery", "cron", "calendar", "timezone", "dst_gap",
                 "dst_repeat", "jitter", "fixed_jitter", "misfire", "misfire_grace", "history_limit", "cluster"]
-                + ResourceSettings.keys))  // covered in ResourceSettingsTests
+                + ResourceSettings.keys + ["success_exit_codes", "fail_on_stderr"]))  // covered in ResourceSettingsTests, below
+    }
+
+    @Test("success_exit_codes and fail_on_stderr say what counts as failure, only for commands")
+    func whatCountsAsFailure() throws {
+        let spec = try Self.spec(opts(("every", "1m"), ("success_exit_codes", "10, 0-2,4,3"), ("fail_on_stderr", "yes"), ("command", "x")))
+        #expect(spec.successExitCodes == [0, 1, 2, 3, 4, 10] && spec.failOnStderr == true)
+        #expect(spec.options.contains(KeyValue("success_exit_codes", "0-4,10")) && spec.options.contains(KeyValue("fail_on_stderr", "yes")))
+        #expect(try Self.spec(spec.options) == spec)
+        #expect(ExitCodes.format([0, 1]) == "0,1" && ExitCodes.format([0, 2, 3, 4, 7, 8]) == "0,2-4,7,8")
+        for bad in ["", "256", "1-", "3-1", "a", "0,,1", "-1"] {
+            expectError(.badArgument, key: "success_exit_codes", mentions: ["exit statuses from 0 to 255", "\"\(bad)\""]) {
+                try Self.spec(opts(("every", "1m"), ("success_exit_codes", bad), ("command", "x")))
+            }
+        }
+        for key in ["success_exit_codes", "fail_on_stderr"] {
+            expectError(.badArgument, key: key, mentions: ["applies only to commands"]) {
+                try Self.spec(opts(("every", "1m"), (key, Self.sampleValue[key]!), ("webhook", "http://127.0.0.1/")))
+            }
+        }
     }
 
     @Test("kill_mode takes systemd's three modes, only for commands")
@@ -421,6 +440,7 @@ struct JobSpecTests {
         "jitter": "1s", "fixed_jitter": "yes", "misfire": "once", "misfire_grace": "5s", "history_limit": "7",
         "cluster": "yes", "memory_max": "1G", "memory_high": "512M", "memory_swap_max": "0", "cpu_quota": "50%",
         "cpu_weight": "50", "io_weight": "50", "tasks_max": "64", "nice": "5", "ionice": "idle", "oom_score_adj": "500",
+        "success_exit_codes": "0,3", "fail_on_stderr": "yes",
     ].merging(ProcessLimit.Kind.allCases.map { ($0.key, "1") }) { $1 }
 
     @Test("non-repeatable keys given twice", arguments: singleKeys)
@@ -476,7 +496,8 @@ struct JobSpecTests {
             "kill_grace", "kill_mode", "memory_max", "memory_high", "memory_swap_max", "cpu_quota", "cpu_weight", "io_weight",
             "tasks_max", "nice", "ionice", "oom_score_adj", "limit_cpu", "limit_fsize", "limit_data", "limit_stack",
             "limit_core", "limit_rss", "limit_nproc", "limit_nofile", "limit_memlock", "limit_as", "limit_locks",
-            "limit_sigpending", "limit_msgqueue", "limit_nice", "limit_rtprio", "limit_rttime", "overlap", "env", "meta",
+            "limit_sigpending", "limit_msgqueue", "limit_nice", "limit_rtprio", "limit_rttime", "success_exit_codes",
+            "fail_on_stderr", "overlap", "env", "meta",
             "cwd", "user", "group", "owner", "tag", "modes", "on_failure", "on_recovery", "history_limit", "cluster",
         ])
         #expect(JobSpec.repeatableKeys == ["env", "meta", "tag", "header"])

@@ -84,7 +84,7 @@ struct tsys_process_settings {
 struct tsys_spawn_pending;
 
 /// Starts `path` (used as is: no PATH search) in a new session, with stdin from /dev/null,
-/// stdout and stderr both on `output_fd`, every other descriptor closed, the identity of
+/// stdout on `output_fd` and stderr on `error_fd` (on `output_fd` too when `error_fd` is -1), every other descriptor closed, the identity of
 /// `credentials` unless it is NULL (then the caller's), the working directory changed to `cwd`
 /// when it is not NULL (after the identity change, so with the new identity's rights), every
 /// signal at its default action and an empty signal mask. `argv` and `envp` are NULL-terminated.
@@ -107,8 +107,9 @@ struct tsys_spawn_pending;
 /// as posix_spawn does: a process that shares the caller's memory and is not a vfork child passes an
 /// adjustment it makes on to every process sharing that memory (Linux's __set_oom_adj), the caller too.
 int tsys_spawn_start(pid_t *pid, struct tsys_spawn_pending **pending, const char *path, char *const argv[],
-                     char *const envp[], const char *cwd, int output_fd, const struct tsys_credentials *credentials,
-                     int cgroup_fd, const struct tsys_process_settings *settings);
+                     char *const envp[], const char *cwd, int output_fd, int error_fd,
+                     const struct tsys_credentials *credentials, int cgroup_fd,
+                     const struct tsys_process_settings *settings);
 
 /// 1 once the child of `pending` has called execve successfully or exited; 0 before. Never blocks.
 int tsys_spawn_settled(const struct tsys_spawn_pending *pending);
