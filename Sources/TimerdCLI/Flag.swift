@@ -101,6 +101,7 @@ package struct Flag: Sendable, Equatable {
         // What counts as failure (docs/configuration.md).
         "success_exit_codes": ("LIST", "Exit statuses that mean success, e.g. 0,3 or 0-2 (default 0)."),
         "fail_on_stderr": ("", "A run that writes anything to stderr fails, whatever its exit status."),
+        "pause_after_failures": ("N", "Pause the job after N failed runs in a row (resume starts counting again)."),
         "overlap": ("POLICY", "When still running at a fire: skip (default), queue, allow or replace."),
         "env": ("NAME=VALUE", "Set an environment variable for the command (repeatable)."),
         "meta": ("KEY=VALUE", "Attach user info, passed as TIMERD_META_KEY (repeatable)."),

@@ -54,7 +54,7 @@ package enum JobInfoText {
         func add(_ label: String, _ value: String) { lines.append(HelpText.pad(label + ":", 13) + value) }
 
         add("name", job.name)
-        add("state", job.state.rawValue)
+        add("state", job.state.rawValue + (job.state == .paused ? job.paused_reason.map { " (\($0))" } ?? "" : ""))
         add("source", job.declared_at.map { "\(job.source), declared at \($0)" } ?? job.source)
         if job.cluster {
             add("cluster", "shared; runs on " + (job.node.map { "node \($0) (the leader)" } ?? "the leader (none now)"))

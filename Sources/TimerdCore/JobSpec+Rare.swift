@@ -22,6 +22,7 @@ struct RareKeys: Equatable, Sendable {
         var resources: ResourceSettings?
         var successExitCodes: [Int]?
         var failOnStderr: Bool?
+        var pauseAfterFailures: Int?
     }
 
     private final class Box: Sendable {
@@ -91,6 +92,12 @@ extension JobSpec {
     public var failOnStderr: Bool? {
         get { rare.values.failOnStderr }
         set { rare.values.failOnStderr = newValue }
+    }
+
+    /// Pause the job after this many failed runs in a row (`pause_after_failures`; nil: never).
+    public var pauseAfterFailures: Int? {
+        get { rare.values.pauseAfterFailures }
+        set { rare.values.pauseAfterFailures = newValue }
     }
 
     /// Kill a run that takes longer than this (SIGTERM to its process group, SIGKILL after `killGrace`).

@@ -40,4 +40,6 @@ public enum Limits {
     /// Memory for the last output of every job held for `show` (`max_output_memory`); beyond it the oldest
     /// outputs are dropped from memory (the history on disk keeps them).
     public static let defaultMaxOutputMemory = 64 << 20
+    /// The most failed runs in a row `pause_after_failures` waits for.
+    public static let maximumPauseAfterFailures = 1_000
 }

@@ -165,8 +165,8 @@ extension Registry {
         case .cancelled(let name, let reason, let tags, let ownerUID):
             outputs.forget(name)
             emit("cancelled", job: name, reason: reason, gone: (tags, ownerUID))
-        case .paused(let name):
-            emit("paused", job: name)
+        case .paused(let name, let reason):
+            emit("paused", job: name, reason: reason)
         case .resumed(let name):
             emit("resumed", job: name)
         case .clockSet(let reason, let now):

@@ -25,6 +25,7 @@ struct JobSnapshot: Sendable {
     var lastSkip: (at: WallTime, reason: String)?
     var ownerUID: UInt32
     var heldSince: WallTime?
+    var pauseReason: String?
     var shared: Bool
     var node: String?
     /// The viewer is another user than the job's: only its public parts are shown.
@@ -79,6 +80,7 @@ extension JobInfo {
         tags = job.spec.tags
         modes = job.spec.modes
         held_since = job.heldSince.map(RFC3339.format)
+        paused_reason = job.pauseReason
         cluster = job.shared
         node = job.node
         if let skip = job.lastSkip {
@@ -124,7 +126,8 @@ extension Registry {
             runs: job.runs, running: job.active.count, skipped: job.skipped, pending: job.pending, lastStarted: job.lastStarted,
             lastOutcome: job.lastOutcome?.outcome,
             lastOutput: job.lastOutcome == nil || redacted ? nil : outputs.output(of: job.spec.name, jobID: job.id),
-            lastSkip: job.lastSkip, ownerUID: job.ownerUID, heldSince: job.heldSince, shared: job.shared, node: runningNode(job),
+            lastSkip: job.lastSkip, ownerUID: job.ownerUID, heldSince: job.heldSince, pauseReason: job.pauseReason,
+            shared: job.shared, node: runningNode(job),
             redacted: redacted)
     }
 }

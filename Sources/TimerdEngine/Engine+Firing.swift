@@ -142,6 +142,13 @@ extension Engine {
             let finished = job.active.first { $0.id == runID }
             job.active.removeAll { $0.id == runID }
             let previous = job.lastOutcome?.outcome.result
+            job.consecutiveFailures = outcome.result == .ok ? 0 : job.consecutiveFailures + 1
+            // `pause_after_failures`: this failure is the last of the run of failures it waits for.
+            var pausing: String?
+            if let limit = job.spec.pauseAfterFailures, job.consecutiveFailures >= limit, job.state == .scheduled {
+                pausing = "paused after \(job.consecutiveFailures) failed runs in a row (pause_after_failures=\(limit)); "
+                    + "RESUME it once the cause is fixed"
+            }
             if let finished {
                 let history = FinishedRun(
                     job: name, run: runID, scheduledAt: finished.kind == .manual ? nil : finished.scheduledWall,
@@ -151,7 +158,7 @@ extension Engine {
                 if job.shared { out.append(.publishRun(history)) }
                 if finished.sequence != 0 {
                     record(job, FireRecord(job: name, sequence: finished.sequence, scheduled: finished.scheduledWall, outcome: .ran,
-                                      run: runID, lateness: finished.lateness, result: outcome.result))
+                                      run: runID, lateness: finished.lateness, result: outcome.result, reason: pausing.map { "the job was \($0)" }))
                 }
             }
             var kept = outcome
@@ -163,13 +170,23 @@ extension Engine {
             // The interpreter logs the run's end from this decision, with its exit status for the journal.
             decide(.finished(name, run: runID, outcome: outcome))
             // `on_failure` when a run fails after a success (or as the job's first run), `on_recovery` when
-            // one succeeds after a failure: once per transition.
+            // one succeeds after a failure: once per transition; and `on_failure` again when the failures
+            // pause the job, saying so.
             if outcome.result == .ok {
                 if let previous, previous != .ok, job.spec.onRecovery != nil {
                     out.append(.notifyTransition(name, run: runID, outcome: outcome, recovered: true))
                 }
-            } else if previous == nil || previous == .ok, job.spec.onFailure != nil {
-                out.append(.notifyTransition(name, run: runID, outcome: outcome, recovered: false))
+            } else if previous == nil || previous == .ok || pausing != nil, job.spec.onFailure != nil {
+                var told = outcome
+                if let pausing { told.reason += "; the job was \(pausing)" }
+                out.append(.notifyTransition(name, run: runID, outcome: told, recovered: false))
+            }
+            if let pausing {
+                pause([name], reason: pausing)
+                if let queued = job.queued {
+                    job.queued = nil
+                    noteSkip(job, count: 1, scheduled: queued.scheduledWall, sequence: queued.sequence, reason: "the job was \(pausing)")
+                }
             }
             if job.active.isEmpty, let queued = job.queued {
                 job.queued = nil

@@ -303,7 +303,8 @@ extension Engine {
     }
 
     /// Pauses jobs: their timers stop; fires that fall due while paused are skipped (reported at resume).
-    mutating func pause(_ names: [JobName]) {
+    /// `reason`: why timerd pauses them itself (nil: a `PAUSE`).
+    mutating func pause(_ names: [JobName], reason: String? = nil) {
         for name in names where jobs[name]?.state == .scheduled {
             let job = jobs[name]!
             job.state = .paused
@@ -315,9 +316,10 @@ extension Engine {
                 noteSkip(job, count: 1, scheduled: held.scheduledWall, sequence: held.sequence,
                          reason: "paused while its fire was held (mode \(currentMode))")
             }
-            log(.info, name, "paused")
+            job.pauseReason = reason
+            log(reason == nil ? .info : .warning, name, reason ?? "paused")
             persistJob(job)
-            decide(.paused(name))
+            decide(.paused(name, reason: reason))
         }
     }
 
@@ -340,6 +342,9 @@ extension Engine {
             if !wasPaused, case .onSchedule = mode { continue }
             decide(.resumed(name))
             job.state = .scheduled
+            // Failures in a row count again from here (`pause_after_failures`).
+            job.consecutiveFailures = 0
+            job.pauseReason = nil
             switch mode {
             case .onSchedule:
                 let missed = resumeOnSchedule(job)

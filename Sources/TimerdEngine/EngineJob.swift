@@ -230,6 +230,18 @@ package final class EngineJob: @unchecked Sendable {
         set { if activity != nil || newValue != ResultCounts() { writableActivity.runsByResult = newValue } }
     }
 
+    /// Runs that did not end `ok` since the last that did (or since the job was resumed).
+    package var consecutiveFailures: Int {
+        get { activity?.consecutiveFailures ?? 0 }
+        set { if activity != nil || newValue != 0 { writableActivity.consecutiveFailures = newValue } }
+    }
+
+    /// Why the job is paused, when timerd paused it (`pause_after_failures`); nil for a pause by request.
+    package var pauseReason: String? {
+        get { activity?.pauseReason }
+        set { if activity != nil || newValue != nil { writableActivity.pauseReason = newValue } }
+    }
+
     /// What the job's runs used, added up (the metrics file's counters).
     package var usageTotals: UsageTotals {
         get { activity?.usageTotals ?? UsageTotals() }
@@ -268,6 +280,8 @@ final class JobActivity {
     var lastSkip: (at: WallTime, reason: String)?
     var runsByResult = ResultCounts()
     var usageTotals = UsageTotals()
+    var consecutiveFailures = 0
+    var pauseReason: String?
     var lastSuccess: WallTime?
     var heldFire: PendingFire?
     var heldSince: WallTime?

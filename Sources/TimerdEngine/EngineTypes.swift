@@ -215,7 +215,8 @@ package enum Decision: Sendable, Equatable {
     /// A job left the table; its tags and owner as they were, for `WATCH tag=T` (it is gone by the time
     /// the decision is carried out).
     case cancelled(JobName, reason: String, tags: [String], ownerUID: UInt32)
-    case paused(JobName)
+    /// `reason`: why timerd paused it itself (`pause_after_failures`); nil for a `PAUSE`.
+    case paused(JobName, reason: String?)
     case resumed(JobName)
     /// The wall clock was set.
     case clockSet(reason: String, now: WallTime)

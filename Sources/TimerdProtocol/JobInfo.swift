@@ -69,6 +69,9 @@ public struct JobInfo: Codable, Equatable, Sendable {
     public var modes: [String]
     /// Since when a fire has been held because the daemon is in a mode the job does not run in.
     public var held_since: String?
+    /// Why timerd paused the job itself (`pause_after_failures`); null when it is not paused, or was paused
+    /// by a request.
+    public var paused_reason: String?
     /// Cluster mode: whether the job is shared by the cluster's nodes (`docs/cluster.md`).
     public var cluster: Bool = false
     /// Cluster mode: the node that runs the job (a shared job's: the leader, null while there is none);
@@ -139,6 +142,7 @@ public struct JobInfo: Codable, Equatable, Sendable {
         try c.encode(tags, forKey: .tags)
         try c.encode(modes, forKey: .modes)
         try c.encode(held_since, forKey: .held_since)
+        try c.encode(paused_reason, forKey: .paused_reason)
         try c.encode(cluster, forKey: .cluster)
         try c.encode(node, forKey: .node)
         try c.encodeIfPresent(recent_runs, forKey: .recent_runs)
@@ -216,6 +220,8 @@ public struct JobInfo: Codable, Equatable, Sendable {
         json.string(owner)
         json.raw(",\"owner_uid\":")
         json.integer(owner_uid)
+        json.raw(",\"paused_reason\":")
+        json.string(paused_reason)
         json.raw(",\"pending\":")
         json.integer(pending)
         json.raw(",\"redacted\":")

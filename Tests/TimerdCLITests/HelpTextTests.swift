@@ -115,6 +115,7 @@ struct HelpTextTests {
               --limit-rttime N[:HARD]       Limit the run's microseconds of real-time CPU, soft[:hard] or infinity (RLIMIT_RTTIME).
               --success-exit-codes LIST     Exit statuses that mean success, e.g. 0,3 or 0-2 (default 0).
               --fail-on-stderr              A run that writes anything to stderr fails, whatever its exit status.
+              --pause-after-failures N      Pause the job after N failed runs in a row (resume starts counting again).
               --overlap POLICY              When still running at a fire: skip (default), queue, allow or replace.
               --env NAME=VALUE              Set an environment variable for the command (repeatable).
               --meta KEY=VALUE              Attach user info, passed as TIMERD_META_KEY (repeatable).

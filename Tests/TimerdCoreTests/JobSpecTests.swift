@@ -63,7 +63,7 @@ struct JobSpecTests {
         #expect(Set(JobSpec.keys).subtracting(used).subtracting(Webhook.keys)
             == Set(["in", "at", "command", "webhook", "on_failure", "on_recovery", "cron", "calendar", "timezone", "dst_gap",
                 "dst_repeat", "jitter", "fixed_jitter", "misfire", "misfire_grace", "history_limit", "cluster"]
-                + ResourceSettings.keys + ["success_exit_codes", "fail_on_stderr"]))  // covered in ResourceSettingsTests, below
+                + ResourceSettings.keys + ["success_exit_codes", "fail_on_stderr", "pause_after_failures"]))  // covered in ResourceSettingsTests, below
     }
 
     @Test("success_exit_codes and fail_on_stderr say what counts as failure, only for commands")
@@ -77,6 +77,15 @@ struct JobSpecTests {
             expectError(.badArgument, key: "success_exit_codes", mentions: ["exit statuses from 0 to 255", "\"\(bad)\""]) {
                 try Self.spec(opts(("every", "1m"), ("success_exit_codes", bad), ("command", "x")))
             }
+        }
+        #expect(try Self.spec(opts(("every", "1m"), ("pause_after_failures", "3"), ("webhook", "http://127.0.0.1/"))).pauseAfterFailures == 3)
+        for bad in ["0", "1001", "x"] {
+            expectError(.badArgument, key: "pause_after_failures", mentions: ["from 1 to 1000"]) {
+                try Self.spec(opts(("every", "1m"), ("pause_after_failures", bad), ("command", "x")))
+            }
+        }
+        expectError(.badArgument, key: "pause_after_failures", mentions: ["only to repeating schedules"]) {
+            try Self.spec(opts(("in", "1m"), ("pause_after_failures", "2"), ("command", "x")))
         }
         for key in ["success_exit_codes", "fail_on_stderr"] {
             expectError(.badArgument, key: key, mentions: ["applies only to commands"]) {
@@ -440,7 +449,7 @@ struct JobSpecTests {
         "jitter": "1s", "fixed_jitter": "yes", "misfire": "once", "misfire_grace": "5s", "history_limit": "7",
         "cluster": "yes", "memory_max": "1G", "memory_high": "512M", "memory_swap_max": "0", "cpu_quota": "50%",
         "cpu_weight": "50", "io_weight": "50", "tasks_max": "64", "nice": "5", "ionice": "idle", "oom_score_adj": "500",
-        "success_exit_codes": "0,3", "fail_on_stderr": "yes",
+        "success_exit_codes": "0,3", "fail_on_stderr": "yes", "pause_after_failures": "3",
     ].merging(ProcessLimit.Kind.allCases.map { ($0.key, "1") }) { $1 }
 
     @Test("non-repeatable keys given twice", arguments: singleKeys)
@@ -497,7 +506,7 @@ struct JobSpecTests {
             "tasks_max", "nice", "ionice", "oom_score_adj", "limit_cpu", "limit_fsize", "limit_data", "limit_stack",
             "limit_core", "limit_rss", "limit_nproc", "limit_nofile", "limit_memlock", "limit_as", "limit_locks",
             "limit_sigpending", "limit_msgqueue", "limit_nice", "limit_rtprio", "limit_rttime", "success_exit_codes",
-            "fail_on_stderr", "overlap", "env", "meta",
+            "fail_on_stderr", "pause_after_failures", "overlap", "env", "meta",
             "cwd", "user", "group", "owner", "tag", "modes", "on_failure", "on_recovery", "history_limit", "cluster",
         ])
         #expect(JobSpec.repeatableKeys == ["env", "meta", "tag", "header"])

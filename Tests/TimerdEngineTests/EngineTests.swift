@@ -186,6 +186,47 @@ import TimerdCore
         #expect(driver.starts.first?.lateness == .seconds(3))
     }
 
+    @Test func failuresInARowPauseTheJobAndResumeCountsAgain() {
+        var driver = Driver()
+        _ = driver.add("f", ["every": "10s", "pause_after_failures": "2", "on_failure": "true", "overlap": "queue"])
+        let name = T.name("f")
+        driver.reach("f", after: .seconds(10))
+        driver.finish(driver.starts[0], .failed)
+        #expect(driver.engine.job(name)!.consecutiveFailures == 1 && driver.engine.job(name)!.state == .scheduled)
+        // A success starts the count again.
+        driver.reach("f", after: .seconds(10))
+        driver.finish(driver.starts[0], .ok)
+        #expect(driver.engine.job(name)!.consecutiveFailures == 0)
+        driver.reach("f", after: .seconds(10))
+        driver.finish(driver.starts[0], .failed)
+        driver.reach("f", after: .seconds(10))
+        let second = driver.starts[0]
+        // A fire queued behind the second failure does not run once the job is paused.
+        driver.reach("f", after: .seconds(10))
+        driver.finish(second, .failed)
+        let job = driver.engine.job(name)!
+        #expect(job.state == .paused)
+        let reason = "paused after 2 failed runs in a row (pause_after_failures=2); RESUME it once the cause is fixed"
+        #expect(job.pauseReason == reason)
+        #expect(driver.starts.isEmpty)
+        #expect(driver.decisions.contains { if case .paused(name, reason) = $0 { return true } else { return false } })
+        let told = driver.effects.compactMap { effect -> String? in
+            if case .notifyTransition(_, _, let outcome, false) = effect { return outcome.reason }
+            return nil
+        }
+        #expect(told == ["exited with status 1; the job was \(reason)"])
+        let records = driver.effects.compactMap { effect -> FireRecord? in
+            if case .persist(.fireRecord(let record, _)) = effect { return record }
+            return nil
+        }
+        #expect(records.contains { $0.outcome == .ran && $0.result == .failed && $0.reason == "the job was \(reason)" })
+        #expect(records.contains { $0.outcome == .skipped && $0.reason == "the job was \(reason)" })
+        // Nothing fires while paused; RESUME counts again from zero.
+        #expect(driver.armed.isEmpty)
+        driver.handle(.resume([name], .onSchedule, by: T.root, checkOnly: false))
+        #expect(job.state == .scheduled && job.consecutiveFailures == 0 && job.pauseReason == nil)
+    }
+
     @Test func fireRecordsFollowAFireFromQueuedToFinished() {
         var driver = Driver()
         _ = driver.add("q", ["every": "10s", "overlap": "queue"])
