@@ -57,7 +57,7 @@ package struct Flag: Sendable, Equatable {
     }
 
     /// Yes/no job keys whose flag is a switch that sends `yes` (their placeholder is not shown).
-    static let switchKeys: Set<String> = ["fixed_jitter", "fail_on_stderr"]
+    package static let switchKeys: Set<String> = ["fixed_jitter", "fail_on_stderr"]
 
     /// Placeholder and help line per job key (`JobSpec.keys`). A key missing here still becomes a flag,
     /// with a generic line; a test checks that every key has its own. An entry for a key that is not in

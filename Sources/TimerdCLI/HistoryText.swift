@@ -20,14 +20,15 @@ package enum HistoryText {
         let nodes = runs.contains { $0.node != nil }
         // What the runs used, when any of them says (commands' runs recorded by a timerd that measures it).
         let usage = runs.contains { $0.cpu_usage_ms != nil || $0.memory_peak_bytes != nil }
-        var header = ["RUN", "SCHEDULED", "STARTED", "DURATION"]
+        // Which attempt at its fire each run was, when any was a retry (`retries`).
+        let attempts = runs.contains { $0.attempt > 1 }
+        var header = ["RUN"] + (attempts ? ["TRY"] : []) + ["SCHEDULED", "STARTED", "DURATION"]
         if usage { header += ["CPU", "MEMORY"] }
         header += ["RESULT", "LATE"]
         if nodes { header.append("NODE") }
         var rows = [header]
         for run in runs {
-            var row: [String] = [
-                String(run.run),
+            var row: [String] = [String(run.run)] + (attempts ? [String(run.attempt)] : []) + [
                 run.scheduled_at.map { localTime($0, now: now, zone: zone) } ?? "manual",
                 localTime(run.started_at, now: now, zone: zone),
                 duration(run),

@@ -23,6 +23,7 @@ struct RareKeys: Equatable, Sendable {
         var successExitCodes: [Int]?
         var failOnStderr: Bool?
         var pauseAfterFailures: Int?
+        var commandRetries: RetryPolicy?
     }
 
     private final class Box: Sendable {
@@ -92,6 +93,13 @@ extension JobSpec {
     public var failOnStderr: Bool? {
         get { rare.values.failOnStderr }
         set { rare.values.failOnStderr = newValue }
+    }
+
+    /// A command job's retries (`retries`, `retry_backoff`): each attempt a run of its own. Nil for none, and
+    /// for webhooks, which retry within one run (`Webhook.retries`).
+    public var commandRetries: RetryPolicy? {
+        get { rare.values.commandRetries }
+        set { rare.values.commandRetries = newValue }
     }
 
     /// Pause the job after this many failed runs in a row (`pause_after_failures`; nil: never).

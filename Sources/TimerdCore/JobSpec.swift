@@ -276,7 +276,8 @@ public struct JobSpec: Equatable, Sendable {
         }
         if let url = single["webhook"] {
             actions.append(.webhook(try Self.webhook(url: url, single: single, headers: headers, meta: meta)))
-        } else if let key = Webhook.keys.first(where: { single[$0] != nil }) ?? (headers.isEmpty ? nil : "header") {
+        } else if let key = Webhook.keys.first(where: { single[$0] != nil && !Self.retryKeyNames.contains($0) })
+                    ?? (headers.isEmpty ? nil : "header") {
             throw TimerdError(.badArgument, "\(key) applies only to webhook= jobs", key: key)
         }
         guard actions.count <= 1 else {
@@ -328,6 +329,14 @@ public struct JobSpec: Equatable, Sendable {
             misfire: misfire, misfireGrace: misfireGrace, historyLimit: historyLimit, user: user, group: group,
             cluster: cluster)
         self.killMode = killMode
+        if case .webhook = action {} else {
+            // A command's retries: each attempt is a run of its own (the engine's, `docs/configuration.md`).
+            let (retries, backoff) = try Self.retryKeys(single)
+            if backoff != nil, retries == nil {
+                throw TimerdError(.badArgument, "retry_backoff applies only with retries=N", key: "retry_backoff")
+            }
+            self.commandRetries = retries.map { RetryPolicy(retries: $0, backoff: backoff ?? Webhook.defaultBackoff) }
+        }
         self.resources = try ResourceSettings(single: single)
         self.successExitCodes = try single["success_exit_codes"].map { text throws(TimerdError) in
             try ExitCodes.parse(text, key: "success_exit_codes")
@@ -345,6 +354,33 @@ public struct JobSpec: Equatable, Sendable {
             }
             self.pauseAfterFailures = count
         }
+    }
+
+    /// The keys of retries, which webhooks (each attempt within one run) and commands (each attempt a run)
+    /// take alike.
+    static let retryKeyNames: Set<String> = ["retries", "retry_backoff"]
+
+    /// `retries` (0 to `Webhook.maximumRetries`) and `retry_backoff` (more than 0, at most
+    /// `Webhook.maximumBackoff`), each nil when not given.
+    static func retryKeys(_ single: [String: String]) throws(TimerdError) -> (retries: Int?, backoff: Duration?) {
+        var retries: Int?
+        if let text = single["retries"] {
+            let range = 0...Webhook.maximumRetries
+            guard text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let value = Int(text), range.contains(value) else {
+                throw TimerdError(.badArgument, "retries: expected a whole number from \(range.lowerBound) to \(range.upperBound), got \"\(text)\"", key: "retries")
+            }
+            retries = value
+        }
+        var backoff: Duration?
+        if let text = single["retry_backoff"] {
+            let value: Duration
+            do { value = try DurationText.parse(text) } catch { throw TimerdError(.badArgument, "retry_backoff: \(error.message)", key: "retry_backoff") }
+            guard value > .zero, value <= Webhook.maximumBackoff else {
+                throw TimerdError(.badArgument, "retry_backoff: expected more than 0 and at most \(DurationText.format(Webhook.maximumBackoff))", key: "retry_backoff")
+            }
+            backoff = value
+        }
+        return (retries, backoff)
     }
 
     /// `timezone`, `dst_gap` and `dst_repeat`, which only cron and calendar schedules take. The zone's
@@ -413,16 +449,10 @@ public struct JobSpec: Equatable, Sendable {
             }
             return value
         }
-        hook.retries = try number("retries", 0...Webhook.maximumRetries) ?? 0
+        let (retries, backoff) = try retryKeys(single)
+        hook.retries = retries ?? 0
         hook.redirects = try number("redirects", 0...Webhook.maximumRedirects) ?? 0
-        if let text = single["retry_backoff"] {
-            let backoff: Duration
-            do { backoff = try DurationText.parse(text) } catch { throw TimerdError(.badArgument, "retry_backoff: \(error.message)", key: "retry_backoff") }
-            guard backoff > .zero, backoff <= Webhook.maximumBackoff else {
-                throw TimerdError(.badArgument, "retry_backoff: expected more than 0 and at most \(DurationText.format(Webhook.maximumBackoff))", key: "retry_backoff")
-            }
-            hook.retryBackoff = backoff
-        }
+        if let backoff { hook.retryBackoff = backoff }
         if let text = single["expect"] { hook.expect = try StatusSet.parse(text) }
         if let path = single["ca_file"] {
             guard path.hasPrefix("/") else { throw TimerdError(.badArgument, "ca_file must be an absolute path, got \"\(path)\"", key: "ca_file") }
@@ -478,6 +508,12 @@ public struct JobSpec: Equatable, Sendable {
         if let timeout { list.append(KeyValue("timeout", DurationText.format(timeout))) }
         if killGrace != Limits.defaultKillGrace { list.append(KeyValue("kill_grace", DurationText.format(killGrace))) }
         if let killMode { list.append(KeyValue("kill_mode", killMode.rawValue)) }
+        if let commandRetries {
+            list.append(KeyValue("retries", String(commandRetries.retries)))
+            if commandRetries.backoff != Webhook.defaultBackoff {
+                list.append(KeyValue("retry_backoff", DurationText.format(commandRetries.backoff)))
+            }
+        }
         list += resources.options
         if let successExitCodes { list.append(KeyValue("success_exit_codes", ExitCodes.format(successExitCodes))) }
         if let failOnStderr { list.append(KeyValue("fail_on_stderr", failOnStderr ? "yes" : "no")) }

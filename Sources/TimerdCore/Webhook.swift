@@ -263,3 +263,22 @@ extension String {
         hasPrefix(prefix) ? replacement + dropFirst(prefix.count) : self
     }
 }
+
+/// How a failed run is tried again (`retries`, `retry_backoff`): up to `retries` more attempts, attempt k+1
+/// a random time in [d/2, d] after attempt k failed, d = min(backoff·2^(k−1), `Webhook.maximumBackoff`).
+public struct RetryPolicy: Equatable, Sendable {
+    public var retries: Int
+    public var backoff: Duration
+
+    public init(retries: Int, backoff: Duration) {
+        self.retries = retries
+        self.backoff = backoff
+    }
+
+    /// d before retry `retry` (1-based): `base`·2^(retry−1), at most `Webhook.maximumBackoff`.
+    public static func ceiling(_ base: Duration, retry: Int) -> Duration {
+        var ceiling = base
+        for _ in 1..<max(1, retry) where ceiling < Webhook.maximumBackoff { ceiling = ceiling * 2 }
+        return min(ceiling, Webhook.maximumBackoff)
+    }
+}

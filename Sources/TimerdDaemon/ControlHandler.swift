@@ -71,7 +71,8 @@ struct ControlHandler: Sendable {
                     ended_at: RFC3339.format(run.endedAt), result: run.result, exit_code: run.exitCode,
                     http_status: run.httpStatus, lateness_ms: run.latenessMs, output: withOutput ? run.output : nil,
                     node: run.node ?? cluster?.node, cpu_usage_ms: run.cpuUsageMs, memory_peak_bytes: run.memoryPeakBytes.map(Int64.init),
-                    io_read_bytes: run.ioReadBytes.map(Int64.init), io_write_bytes: run.ioWriteBytes.map(Int64.init))
+                    io_read_bytes: run.ioReadBytes.map(Int64.init), io_write_bytes: run.ioWriteBytes.map(Int64.init),
+                    attempt: run.attempt)
             }
         } catch {
             throw TimerdError(.internal, "cannot read the history: \(error.message)")

@@ -77,6 +77,7 @@ extension Registry {
             request.successExitCodes = start.spec.successExitCodes ?? [0]
             request.failOnStderr = start.spec.failOnStderr ?? false
             request.environment = environment(for: start.spec, runID: start.run, scheduled: start.scheduled, runAs: request.runAs)
+            if start.spec.commandRetries != nil { request.environment["TIMERD_ATTEMPT"] = String(start.attempt) }
         }
         let key = "\(start.jobID)/\(start.run)"
         let jobID = start.jobID
@@ -167,6 +168,8 @@ extension Registry {
             emit("cancelled", job: name, reason: reason, gone: (tags, ownerUID))
         case .paused(let name, let reason):
             emit("paused", job: name, reason: reason)
+        case .retrying(let name, let run, _, _, let reason):
+            emit("retrying", job: name, run: run, reason: reason)
         case .resumed(let name):
             emit("resumed", job: name)
         case .clockSet(let reason, let now):

@@ -173,10 +173,7 @@ final class WebhookRun: RunHandle, @unchecked Sendable {
 
     /// Before retry `retry` (1-based): a random time in [d/2, d], d = min(base·2^(retry−1), maximum).
     static func backoff(_ base: Duration, retry: Int) -> Duration {
-        var ceiling = base
-        for _ in 1..<max(1, retry) where ceiling < Webhook.maximumBackoff { ceiling = ceiling * 2 }
-        ceiling = min(ceiling, Webhook.maximumBackoff)
-        return ceiling * Double.random(in: 0.5...1.0)
+        RetryPolicy.ceiling(base, retry: retry) * Double.random(in: 0.5...1.0)
     }
 
     private func cancel(reason: String) {

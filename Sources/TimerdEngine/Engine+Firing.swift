@@ -10,14 +10,17 @@ extension Engine {
     @discardableResult
     mutating func fire(_ job: EngineJob, _ pending: PendingFire, claimed: Bool = false) -> String {
         let name = job.name
-        if pending.kind == .scheduled, !Mode.includes(job.spec.modes, currentMode) {
+        // A retry goes on with a fire already accepted (held, claimed, counted): only the overlap policy
+        // and the run slots apply to it.
+        let first = pending.attempt == 1
+        if first, pending.kind == .scheduled, !Mode.includes(job.spec.modes, currentMode) {
             return hold(job, pending)
         }
         // A shared job's scheduled fire runs only once this node has won it in etcd.
-        if pending.kind == .scheduled, job.shared, !claimed {
+        if first, pending.kind == .scheduled, job.shared, !claimed {
             return claimThenFire(job, pending)
         }
-        if pending.kind == .scheduled, !takeRunToken(ownerUID: job.ownerUID) {
+        if first, pending.kind == .scheduled, !takeRunToken(ownerUID: job.ownerUID) {
             noteSkip(job, count: 1, scheduled: pending.scheduledWall, sequence: pending.sequence,
                      reason: "uid \(job.ownerUID)'s jobs started \(settings.userMaxRunsPerMinute) runs in the last minute (user_max_runs_per_minute)")
             return "skipped"
@@ -36,7 +39,7 @@ extension Engine {
                     return "skipped"
                 }
                 job.queued = pending
-                if pending.kind == .scheduled { job.acceptedFires += 1 }
+                if first, pending.kind == .scheduled { job.acceptedFires += 1 }
                 let replace = job.spec.overlap == .replace
                 let reason = replace ? "\(holder); stopping it to start anew (overlap=replace)" : "\(holder); fire queued (overlap=queue)"
                 log(.info, name, reason)
@@ -51,7 +54,7 @@ extension Engine {
                 break
             }
         }
-        if pending.kind == .scheduled { job.acceptedFires += 1 }
+        if first, pending.kind == .scheduled { job.acceptedFires += 1 }
         return startOrWait(job, pending)
     }
 
@@ -78,15 +81,16 @@ extension Engine {
         let lateness = now.mono - pending.scheduled
         job.active.append(ActiveRun(
             id: runID, startedMono: now.mono, startedWall: now.wall, kind: pending.kind, scheduledWall: pending.scheduledWall,
-            lateness: lateness, sequence: pending.sequence))
+            lateness: lateness, sequence: pending.sequence, attempt: pending.attempt))
         job.lastStarted = (runID, now.wall, lateness)
         runningTotal += 1
         out.append(.startRun(RunStart(
             job: name, jobID: job.id, run: runID, kind: pending.kind, scheduled: pending.scheduledWall, lateness: lateness,
-            specBox: job.specBox, ownerUID: job.ownerUID)))
+            attempt: pending.attempt, specBox: job.specBox, ownerUID: job.ownerUID)))
         let late = lateness > .milliseconds(1) ? ", \(DurationText.format(.milliseconds(lateness.nanoseconds / 1_000_000))) late" : ""
+        let attempt = pending.attempt > 1 ? ", attempt \(pending.attempt) of \((job.spec.commandRetries?.retries ?? 0) + 1)" : ""
         log(.info, name, run: runID,
-            "starting (\(pending.kind == .manual ? "by hand" : "scheduled at \(RFC3339.format(pending.scheduledWall))")\(late))")
+            "starting (\(pending.kind == .manual ? "by hand" : "scheduled at \(RFC3339.format(pending.scheduledWall))")\(late)\(attempt))")
         decide(.started(name, run: runID, scheduled: pending.kind == .manual ? nil : pending.scheduledWall,
                         lateness: pending.kind == .manual ? nil : lateness))
         if pending.sequence != 0 {
@@ -141,11 +145,16 @@ extension Engine {
         if let job = jobs[name], job.id == jobID {
             let finished = job.active.first { $0.id == runID }
             job.active.removeAll { $0.id == runID }
-            let previous = job.lastOutcome?.outcome.result
-            job.consecutiveFailures = outcome.result == .ok ? 0 : job.consecutiveFailures + 1
+            // A failed attempt with retries left is tried again; the fire's result is its last attempt's.
+            let retry = finished.flatMap { retryAfter(job, $0, outcome) }
+            let previous = job.lastFinalResult
+            if retry == nil {
+                job.lastFinalResult = outcome.result
+                job.consecutiveFailures = outcome.result == .ok ? 0 : job.consecutiveFailures + 1
+            }
             // `pause_after_failures`: this failure is the last of the run of failures it waits for.
             var pausing: String?
-            if let limit = job.spec.pauseAfterFailures, job.consecutiveFailures >= limit, job.state == .scheduled {
+            if retry == nil, let limit = job.spec.pauseAfterFailures, job.consecutiveFailures >= limit, job.state == .scheduled {
                 pausing = "paused after \(job.consecutiveFailures) failed runs in a row (pause_after_failures=\(limit)); "
                     + "RESUME it once the cause is fixed"
             }
@@ -153,12 +162,14 @@ extension Engine {
                 let history = FinishedRun(
                     job: name, run: runID, scheduledAt: finished.kind == .manual ? nil : finished.scheduledWall,
                     startedAt: finished.startedWall, lateness: finished.kind == .manual ? nil : finished.lateness, outcome: outcome,
-                    node: settings.clusterNode)
+                    node: settings.clusterNode, attempt: finished.attempt)
                 if job.spec.historyLimit > 0, job.spec.owner == nil { out.append(.persist(.run(history, keep: job.spec.historyLimit))) }
                 if job.shared { out.append(.publishRun(history)) }
                 if finished.sequence != 0 {
+                    let led = retry.map { "attempt \(finished.attempt) failed; attempt \(finished.attempt + 1) in \(DurationText.format($0))" }
+                        ?? pausing.map { "the job was \($0)" }
                     record(job, FireRecord(job: name, sequence: finished.sequence, scheduled: finished.scheduledWall, outcome: .ran,
-                                      run: runID, lateness: finished.lateness, result: outcome.result, reason: pausing.map { "the job was \($0)" }))
+                                      run: runID, lateness: finished.lateness, result: outcome.result, reason: led))
                 }
             }
             var kept = outcome
@@ -172,7 +183,9 @@ extension Engine {
             // `on_failure` when a run fails after a success (or as the job's first run), `on_recovery` when
             // one succeeds after a failure: once per transition; and `on_failure` again when the failures
             // pause the job, saying so.
-            if outcome.result == .ok {
+            if retry != nil {
+                // Told once the fire's last attempt has ended.
+            } else if outcome.result == .ok {
                 if let previous, previous != .ok, job.spec.onRecovery != nil {
                     out.append(.notifyTransition(name, run: runID, outcome: outcome, recovered: true))
                 }
@@ -200,6 +213,28 @@ extension Engine {
         }
         startWaitingRuns()
         if shuttingDown, runningTotal == 0 { out.append(.drained) }
+    }
+
+    /// When run `run` of `job` failed (or timed out) and its fire has attempts left (`retries`): sets the
+    /// next attempt on the job, due a random time in [d/2, d] from now (`RetryPolicy`), arms for it, and
+    /// returns the delay. Nil (no retry) for a success, a run that was stopped or killed, a job paused or
+    /// being cancelled, and while timerd stops.
+    mutating func retryAfter(_ job: EngineJob, _ run: ActiveRun, _ outcome: RunOutcome) -> Duration? {
+        guard let policy = job.spec.commandRetries, run.attempt <= policy.retries,
+              outcome.result == .failed || outcome.result == .timeout,
+              job.state != .paused, !shuttingDown, jobs[job.name] === job, !isCancelPending(job) else { return nil }
+        let ceiling = RetryPolicy.ceiling(policy.backoff, retry: run.attempt)
+        let delay = Duration.nanoseconds(Int64.random(in: ceiling.nanoseconds / 2...ceiling.nanoseconds, using: &random))
+        let due = now.mono + delay
+        job.pendingRetry = PendingRetry(
+            due: due, fire: PendingFire(kind: run.kind, scheduled: due, scheduledWall: run.scheduledWall, sequence: run.sequence,
+                                        attempt: run.attempt + 1))
+        let reason = "attempt \(run.attempt) of \(policy.retries + 1) \(outcome.result == .timeout ? "timed out" : "failed"); "
+            + "attempt \(run.attempt + 1) in \(DurationText.format(.milliseconds(delay.nanoseconds / 1_000_000)))"
+        log(.notice, job.name, run: run.id, reason)
+        decide(.retrying(job.name, run: run.id, attempt: run.attempt + 1, after: delay, reason: reason))
+        arm(job)
+        return delay
     }
 
     /// Starts parked fires while there are free run slots, oldest first.

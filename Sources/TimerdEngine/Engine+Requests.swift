@@ -317,6 +317,11 @@ extension Engine {
                          reason: "paused while its fire was held (mode \(currentMode))")
             }
             job.pauseReason = reason
+            if let retry = job.pendingRetry {
+                job.pendingRetry = nil
+                noteSkip(job, count: 1, scheduled: retry.fire.scheduledWall, sequence: retry.fire.sequence,
+                         reason: "attempt \(retry.fire.attempt) dropped: the job was paused")
+            }
             log(reason == nil ? .info : .warning, name, reason ?? "paused")
             persistJob(job)
             decide(.paused(name, reason: reason))

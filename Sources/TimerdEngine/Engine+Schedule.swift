@@ -111,9 +111,21 @@ extension Engine {
     mutating func arm(_ job: EngineJob) {
         let name = job.name
         // Stopping: nothing fires any more (a change saved while the stop began still takes effect).
-        guard !shuttingDown, let deadline = job.deadline else { return }
+        guard !shuttingDown, let deadline = deadline(of: job) else { return }
         if job.shared, clusterRole != .leader { return }
         out.append(.arm(name, jobID: job.id, deadline, leeway: job.spec.leeway))
+    }
+
+    /// The job's next deadline: its schedule's, or its pending retry's when that comes first (a retry is
+    /// due on the monotonic clock; a wall-clock deadline is compared as it stands now).
+    func deadline(of job: EngineJob) -> Deadline? {
+        let scheduled = job.deadline
+        guard let retry = job.pendingRetry?.due else { return scheduled }
+        switch scheduled {
+        case nil: return .mono(retry)
+        case .mono(let instant): return .mono(min(instant, retry))
+        case .wall(let time): return retry < now.mono + (time - now.wall) ? .mono(retry) : scheduled
+        }
     }
 
     mutating func disarm(_ job: EngineJob) {
@@ -122,9 +134,19 @@ extension Engine {
 
     /// A job's deadline was reached: fire it, advance its schedule, re-arm or finish.
     mutating func deadlineReached(_ name: JobName, jobID: UInt64) {
+        let slack = Duration.milliseconds(1)
+        // A failed run's next attempt (`retries`), which a one-shot, finished after its fire, has too.
+        if let job = jobs[name], job.id == jobID, let retry = job.pendingRetry, job.state != .paused, !isCancelPending(job),
+           now.mono + slack >= retry.due {
+            job.pendingRetry = nil
+            fire(job, retry.fire)
+            // The schedule's own deadline, if it is due too, comes with the next timer event (at once).
+            arm(job)
+            noteIfIdleAndFinished(job)
+            return
+        }
         guard let job = jobs[name], job.id == jobID, job.state == .scheduled, !isCancelPending(job) else { return }
         if job.shared, clusterRole != .leader { return }
-        let slack = Duration.milliseconds(1)
         var scheduled = now.mono
         var scheduledWall: WallTime?
         if let deadline = job.nextMono {

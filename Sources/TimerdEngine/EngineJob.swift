@@ -39,6 +39,14 @@ package struct PendingFire: Sendable, Equatable {
     package var scheduledWall: WallTime
     /// Its `WHY` record (0: a fire by hand, which has none).
     package var sequence: UInt64
+    /// 1 for the fire's first run; more for a command job's retries of it (`retries`).
+    package var attempt = 1
+}
+
+/// A command job's next attempt at a fire whose run failed (`retries`): due at `due` on the monotonic clock.
+package struct PendingRetry: Sendable, Equatable {
+    package var due: MonoInstant
+    package var fire: PendingFire
 }
 
 /// A run in progress, as the engine sees it.
@@ -51,6 +59,8 @@ package struct ActiveRun: Sendable, Equatable {
     package var scheduledWall: WallTime
     package var lateness: Duration
     package var sequence: UInt64
+    /// Which attempt at its fire this run is (1: the first).
+    package var attempt = 1
 }
 
 /// Everything the engine knows about one job: its spec, where its schedule stands, what waits and what
@@ -124,6 +134,7 @@ package final class EngineJob: @unchecked Sendable {
     /// Nothing runs, waits or is held: a finished job in this state can be forgotten.
     package var isIdle: Bool {
         active.isEmpty && queued == nil && waitingForSlot == 0 && heldFire == nil && replays.isEmpty && claiming == 0
+            && pendingRetry == nil
     }
 
     /// The next deadline to arm, if the job is scheduled and has one.
@@ -230,6 +241,18 @@ package final class EngineJob: @unchecked Sendable {
         set { if activity != nil || newValue != ResultCounts() { writableActivity.runsByResult = newValue } }
     }
 
+    /// The next attempt at a fire whose run failed (`retries`), while one is due.
+    package var pendingRetry: PendingRetry? {
+        get { activity?.pendingRetry }
+        set { if activity != nil || newValue != nil { writableActivity.pendingRetry = newValue } }
+    }
+
+    /// The result of the last run that was not retried: what `on_failure`/`on_recovery` compare with.
+    package var lastFinalResult: RunOutcome.Result? {
+        get { activity?.lastFinalResult }
+        set { if activity != nil || newValue != nil { writableActivity.lastFinalResult = newValue } }
+    }
+
     /// Runs that did not end `ok` since the last that did (or since the job was resumed).
     package var consecutiveFailures: Int {
         get { activity?.consecutiveFailures ?? 0 }
@@ -282,6 +305,8 @@ final class JobActivity {
     var usageTotals = UsageTotals()
     var consecutiveFailures = 0
     var pauseReason: String?
+    var pendingRetry: PendingRetry?
+    var lastFinalResult: RunOutcome.Result?
     var lastSuccess: WallTime?
     var heldFire: PendingFire?
     var heldSince: WallTime?

@@ -210,6 +210,8 @@ package enum Decision: Sendable, Equatable {
     case missed(JobName, scheduled: WallTime?, count: Int, reason: String)
     /// A fire held until the daemon is in a mode the job runs in.
     case held(JobName, scheduled: WallTime, reason: String)
+    /// Run `run` failed and its fire is tried again (`retries`): attempt `attempt` in `after`.
+    case retrying(JobName, run: Int, attempt: Int, after: Duration, reason: String)
     /// A fire waiting behind a run, for a run slot, or for a cluster claim.
     case queued(JobName, scheduled: WallTime, reason: String)
     /// A job left the table; its tags and owner as they were, for `WATCH tag=T` (it is gone by the time
@@ -286,9 +288,12 @@ package struct FinishedRun: Sendable, Equatable {
     package var outcome: RunOutcome
     /// The cluster node that ran it (nil on a single host).
     package var node: String?
+    /// Which attempt at its fire it was (1: the first).
+    package var attempt: Int
 
     package init(job: JobName, run: Int, scheduledAt: WallTime?, startedAt: WallTime, lateness: Duration?, outcome: RunOutcome,
-                 node: String? = nil) {
+                 node: String? = nil, attempt: Int = 1) {
+        self.attempt = attempt
         self.job = job
         self.run = run
         self.scheduledAt = scheduledAt
@@ -308,6 +313,8 @@ package struct RunStart: Sendable {
     /// When the fire was due (`TIMERD_SCHEDULED_AT`).
     package var scheduled: WallTime
     package var lateness: Duration
+    /// Which attempt at its fire this run is (1: the first; more: `retries`).
+    package var attempt = 1
     /// The job's spec (shared with the job, not copied: an effect stays small).
     package var spec: JobSpec { specBox.spec }
     let specBox: SpecBox

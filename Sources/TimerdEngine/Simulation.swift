@@ -271,6 +271,8 @@ package struct Simulation {
             emit(Line(at: at, job: name, event: "hold", scheduled: scheduled, reason: reason))
         case .queued(let name, let scheduled, let reason):
             emit(Line(at: at, job: name, event: "queue", scheduled: scheduled, reason: reason))
+        case .retrying(let name, let run, _, _, let reason):
+            emit(Line(at: at, job: name, event: "retry", run: run, reason: reason))
         case .clockSet(let reason, _):
             emit(Line(at: at, job: nil, event: "clock", reason: reason))
         case .modeChanged(let mode, let previous):

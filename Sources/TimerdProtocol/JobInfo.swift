@@ -605,11 +605,14 @@ public struct RunRecord: Codable, Equatable, Sendable {
     public var memory_peak_bytes: Int64?
     public var io_read_bytes: Int64?
     public var io_write_bytes: Int64?
+    /// Which attempt at its fire the run was (1: the first; more: `retries`).
+    public var attempt: Int = 1
 
     public init(run: Int, scheduled_at: String?, started_at: String, ended_at: String, result: String,
                 exit_code: Int?, http_status: Int?, lateness_ms: Double?, output: String?, node: String? = nil,
                 cpu_usage_ms: Double? = nil, memory_peak_bytes: Int64? = nil, io_read_bytes: Int64? = nil,
-                io_write_bytes: Int64? = nil) {
+                io_write_bytes: Int64? = nil, attempt: Int = 1) {
+        self.attempt = attempt
         self.node = node
         self.cpu_usage_ms = cpu_usage_ms
         self.memory_peak_bytes = memory_peak_bytes
@@ -628,7 +631,7 @@ public struct RunRecord: Codable, Equatable, Sendable {
 
     enum CodingKeys: String, CodingKey {
         case run, scheduled_at, started_at, ended_at, result, exit_code, http_status, lateness_ms, output, node
-        case cpu_usage_ms, memory_peak_bytes, io_read_bytes, io_write_bytes
+        case cpu_usage_ms, memory_peak_bytes, io_read_bytes, io_write_bytes, attempt
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -647,5 +650,26 @@ public struct RunRecord: Codable, Equatable, Sendable {
         try c.encode(memory_peak_bytes, forKey: .memory_peak_bytes)
         try c.encode(io_read_bytes, forKey: .io_read_bytes)
         try c.encode(io_write_bytes, forKey: .io_write_bytes)
+        try c.encode(attempt, forKey: .attempt)
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        run = try c.decode(Int.self, forKey: .run)
+        scheduled_at = try c.decodeIfPresent(String.self, forKey: .scheduled_at)
+        started_at = try c.decode(String.self, forKey: .started_at)
+        ended_at = try c.decode(String.self, forKey: .ended_at)
+        result = try c.decode(String.self, forKey: .result)
+        exit_code = try c.decodeIfPresent(Int.self, forKey: .exit_code)
+        http_status = try c.decodeIfPresent(Int.self, forKey: .http_status)
+        lateness_ms = try c.decodeIfPresent(Double.self, forKey: .lateness_ms)
+        output = try c.decodeIfPresent(String.self, forKey: .output)
+        node = try c.decodeIfPresent(String.self, forKey: .node)
+        cpu_usage_ms = try c.decodeIfPresent(Double.self, forKey: .cpu_usage_ms)
+        memory_peak_bytes = try c.decodeIfPresent(Int64.self, forKey: .memory_peak_bytes)
+        io_read_bytes = try c.decodeIfPresent(Int64.self, forKey: .io_read_bytes)
+        io_write_bytes = try c.decodeIfPresent(Int64.self, forKey: .io_write_bytes)
+        // A timerd before retries did not send it.
+        attempt = try c.decodeIfPresent(Int.self, forKey: .attempt) ?? 1
     }
 }

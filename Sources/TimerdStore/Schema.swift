@@ -95,6 +95,10 @@ enum Schema {
             "ALTER TABLE runs ADD COLUMN io_read_bytes INTEGER",
             "ALTER TABLE runs ADD COLUMN io_write_bytes INTEGER",
         ]),
+        // Which attempt at its fire each run was (`retries`, `docs/configuration.md`).
+        Migration(version: 7, statements: [
+            "ALTER TABLE runs ADD COLUMN attempt INTEGER NOT NULL DEFAULT 1",
+        ]),
     ]
 
     static var currentVersion: Int { migrations.last?.version ?? 0 }

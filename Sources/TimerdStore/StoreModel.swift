@@ -55,13 +55,16 @@ public struct StoredRun: Equatable, Sendable {
     public var memoryPeakBytes: Int?
     public var ioReadBytes: Int?
     public var ioWriteBytes: Int?
+    /// Which attempt at its fire it was (schema version 7; 1 for runs recorded before).
+    public var attempt: Int
 
     public init(
         job: String, run: Int, scheduledAt: WallTime? = nil, startedAt: WallTime, endedAt: WallTime,
         result: String, exitCode: Int? = nil, httpStatus: Int? = nil, latenessMs: Double? = nil, output: String = "",
         node: String? = nil, cpuUsageMs: Double? = nil, memoryPeakBytes: Int? = nil, ioReadBytes: Int? = nil,
-        ioWriteBytes: Int? = nil
+        ioWriteBytes: Int? = nil, attempt: Int = 1
     ) {
+        self.attempt = attempt
         self.node = node
         self.cpuUsageMs = cpuUsageMs
         self.memoryPeakBytes = memoryPeakBytes

@@ -38,4 +38,45 @@ import Testing
         #expect(resumed["state"] as? String == "scheduled" && resumed["paused_reason"] is NSNull)
         #expect(try daemon.request("CANCEL flaky") == "OK")
     }
+
+    @Test func aFailedCommandIsRetriedEachAttemptARunOfItsOwn() throws {
+        let daemon = try Daemon()
+        let watcher = try Client(path: daemon.socket)
+        #expect(try watcher.request("WATCH") == #"OK {"watching":"all"}"#)
+        let tries = daemon.directory + "/tries"
+        // Fails twice, then succeeds; each attempt notes TIMERD_ATTEMPT.
+        let command = "echo $TIMERD_ATTEMPT >> \(tries); [ $(wc -l < \(tries)) -ge 3 ]"
+        #expect(try daemon.request("ADD flaky in=10ms retries=3 retry_backoff=50ms command=\(Words.quote(command))") == "OK")
+        var retrying: [[String: Any]] = []
+        var finished: [[String: Any]] = []
+        while finished.last?["result"] as? String != "ok" {
+            let event = try WatchTests.event(try watcher.readLine())
+            guard event["job"] as? String == "flaky" else { continue }
+            if event["event"] as? String == "retrying" { retrying.append(event) }
+            if event["event"] as? String == "finished" { finished.append(event) }
+        }
+        #expect(daemon.lines("tries") == ["1", "2", "3"])
+        #expect(finished.map { $0["result"] as? String } == ["failed", "failed", "ok"])
+        #expect(retrying.count == 2)
+        #expect((retrying.first?["reason"] as? String)?.hasPrefix("attempt 1 of 4 failed; attempt 2 in ") == true, "\(retrying)")
+        // Each attempt is a run in the history, with its attempt and the fire's scheduled time.
+        var runs: [[String: Any]] = []
+        try eventually("three runs in the history") {
+            let reply = try daemon.request("HISTORY flaky")
+            runs = (try? JSONSerialization.jsonObject(with: Data(reply.dropFirst(3).utf8))) as? [[String: Any]] ?? []
+            return runs.count == 3
+        }
+        #expect(runs.map { $0["attempt"] as? Int } == [3, 2, 1])
+        #expect(Set(runs.compactMap { $0["scheduled_at"] as? String }).count == 1)
+        let table = try daemon.ctl("history", "flaky").stdout
+        #expect(table.hasPrefix("RUN  TRY  SCHEDULED"), "\(table)")
+        // WHY keeps one record for the fire, now its last attempt's.
+        try eventually("WHY has the fire's last attempt") {
+            let why = try daemon.ctl("--json", "why", "flaky").stdout
+            return why.contains(#""result":"ok""#) && why.contains(#""run":3"#)
+        }
+        // It was a one-shot: finished once its last attempt ended.
+        #expect(try daemon.show("flaky")["state"] as? String == "finished")
+    }
 }
+

@@ -64,8 +64,8 @@ struct CommandParserTests {
     @Test func everyJobKeyIsAKebabCaseFlag() throws {
         for key in JobSpec.keys {
             let flag = "--" + String(key.map { $0 == "_" ? "-" : $0 })
-            // A switch (--fixed-jitter) takes its value only after "=".
-            let parsed = try request(key == "fixed_jitter" ? ["add", "x", flag + "=v"] : ["add", "x", flag, "v"])
+            // A switch (--fixed-jitter, --fail-on-stderr) takes its value only after "=".
+            let parsed = try request(Flag.switchKeys.contains(key) ? ["add", "x", flag + "=v"] : ["add", "x", flag, "v"])
             #expect(parsed.options == [Option(key: key, value: "v")], "\(flag)")
         }
         #expect(try request(["add", "x", "--kill-grace", "10s"]).encode() == "ADD x kill_grace=10s")

@@ -94,6 +94,25 @@ struct JobSpecTests {
         }
     }
 
+    @Test("retries and retry_backoff: within one run for webhooks, a run each for commands")
+    func commandRetries() throws {
+        let spec = try Self.spec(opts(("every", "1m"), ("retries", "3"), ("retry_backoff", "30s"), ("command", "x")))
+        #expect(spec.commandRetries == RetryPolicy(retries: 3, backoff: .seconds(30)))
+        #expect(spec.options.contains(KeyValue("retries", "3")) && spec.options.contains(KeyValue("retry_backoff", "30s")))
+        #expect(try Self.spec(spec.options) == spec)
+        #expect(try Self.spec(opts(("every", "1m"), ("retries", "2"), ("command", "x"))).commandRetries?.backoff == Webhook.defaultBackoff)
+        let hook = try Self.spec(opts(("every", "1m"), ("retries", "3"), ("webhook", "http://127.0.0.1/")))
+        #expect(hook.commandRetries == nil)
+        expectError(.badArgument, key: "retry_backoff", mentions: ["only with retries=N"]) {
+            try Self.spec(opts(("every", "1m"), ("retry_backoff", "1s"), ("command", "x")))
+        }
+        expectError(.badArgument, key: "retries", mentions: ["from 0 to 10"]) {
+            try Self.spec(opts(("every", "1m"), ("retries", "11"), ("command", "x")))
+        }
+        #expect(RetryPolicy.ceiling(.seconds(1), retry: 1) == .seconds(1) && RetryPolicy.ceiling(.seconds(1), retry: 4) == .seconds(8))
+        #expect(RetryPolicy.ceiling(.seconds(200), retry: 3) == Webhook.maximumBackoff)
+    }
+
     @Test("kill_mode takes systemd's three modes, only for commands")
     func killMode() throws {
         for mode in KillMode.allCases {

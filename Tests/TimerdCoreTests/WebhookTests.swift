@@ -48,7 +48,7 @@ import Testing
         (opts(("webhook", "http://x/"), ("ca_file", "/ca.pem")), "ca_file", "https://"),
         (opts(("webhook", "https://x/"), ("ca_file", "ca.pem")), "ca_file", "absolute"),
         (opts(("webhook", "https://x/"), ("insecure", "maybe")), "insecure", "yes or no"),
-        (opts(("command", "true"), ("retries", "1")), "retries", "only to webhook= jobs"),
+        (opts(("command", "true"), ("method", "GET")), "method", "only to webhook= jobs"),
         (opts(("command", "true"), ("header", "X: y")), "header", "only to webhook= jobs"),
         (opts(("command", "true"), ("webhook", "http://x/")), "command", "only one action"),
         (opts(("command", "true"), ("on_failure", "ftp://x")), nil, nil),

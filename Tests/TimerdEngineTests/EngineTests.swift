@@ -186,6 +186,70 @@ import TimerdCore
         #expect(driver.starts.first?.lateness == .seconds(3))
     }
 
+    /// Delivers the job's retry (its armed deadline) and returns the run it started.
+    static func retry(_ driver: inout Driver, _ name: String) -> RunStart? {
+        guard case .mono(let due)? = driver.armed.last?.1 else { return nil }
+        let job = driver.engine.job(T.name(name))!
+        driver.clock.advance(by: due - driver.clock.monotonicNow)
+        driver.handle(.deadlineReached(job.spec.name, jobID: job.id))
+        return driver.starts.first
+    }
+
+    @Test func aFailedRunIsRetriedWithBackoffAndOnlyTheLastAttemptIsTold() {
+        var driver = Driver()
+        _ = driver.add("r", ["in": "10s", "retries": "2", "retry_backoff": "10s", "on_failure": "true", "on_recovery": "true"])
+        let name = T.name("r")
+        driver.reach("r", after: .seconds(10))
+        let first = driver.starts[0]
+        #expect(first.attempt == 1)
+        driver.clock.advance(by: .seconds(1))
+        driver.finish(first, .failed)
+        // The one-shot is finished, but its fire has two attempts left: the first in [5s, 10s].
+        guard case .mono(let due)? = driver.armed.last?.1 else { Issue.record("no retry armed: \(driver.effects)"); return }
+        #expect(due - driver.clock.monotonicNow >= .seconds(5) && due - driver.clock.monotonicNow <= .seconds(10))
+        #expect(driver.decisions.contains { if case .retrying(name, first.run, 2, _, _) = $0 { return true } else { return false } })
+        #expect(!driver.effects.contains { if case .notifyTransition = $0 { return true } else { return false } })
+        let second = Self.retry(&driver, "r")
+        #expect(second?.attempt == 2 && second?.scheduled == first.scheduled)
+        driver.finish(second!, .timeout)
+        // The second retry's backoff doubles: [10s, 20s].
+        guard case .mono(let later)? = driver.armed.last?.1 else { Issue.record("no second retry"); return }
+        #expect(later - driver.clock.monotonicNow >= .seconds(10) && later - driver.clock.monotonicNow <= .seconds(20))
+        let third = Self.retry(&driver, "r")
+        #expect(third?.attempt == 3)
+        driver.finish(third!, .failed)
+        // No attempts left: told once, and nothing more is armed.
+        let told = driver.effects.filter { if case .notifyTransition(_, _, _, false) = $0 { return true } else { return false } }
+        #expect(told.count == 1)
+        #expect(driver.armed.isEmpty && driver.engine.job(name)?.pendingRetry == nil)
+        let history = driver.records.compactMap { record -> FinishedRun? in
+            if case .run(let run, _) = record { return run }
+            return nil
+        }
+        #expect(history.map(\.attempt) == [3])
+    }
+
+    @Test func aRetryThatSucceedsEndsTheFireOkAndAStoppedRunIsNotRetried() {
+        var driver = Driver()
+        _ = driver.add("s", ["every": "1h", "retries": "3", "retry_backoff": "1s", "on_failure": "true"])
+        driver.reach("s", after: .seconds(3600))
+        driver.finish(driver.starts[0], .failed)
+        let again = Self.retry(&driver, "s")!
+        driver.finish(again, .ok)
+        #expect(driver.engine.job(T.name("s"))!.lastFinalResult == .ok)
+        #expect(!driver.effects.contains { if case .notifyTransition = $0 { return true } else { return false } })
+        // Killed (stopped, or by a signal): not retried.
+        driver.reach("s", after: .seconds(3600))
+        driver.finish(driver.starts[0], .killed)
+        #expect(driver.engine.job(T.name("s"))!.pendingRetry == nil)
+        // Retries are not counted as fires of the schedule (`count`), and a pause drops a pending one.
+        driver.reach("s", after: .seconds(3600))
+        driver.finish(driver.starts[0], .failed)
+        #expect(driver.engine.job(T.name("s"))!.pendingRetry != nil)
+        driver.handle(.pause([T.name("s")], by: T.root, checkOnly: false))
+        #expect(driver.engine.job(T.name("s"))!.pendingRetry == nil)
+    }
+
     @Test func failuresInARowPauseTheJobAndResumeCountsAgain() {
         var driver = Driver()
         _ = driver.add("f", ["every": "10s", "pause_after_failures": "2", "on_failure": "true", "overlap": "queue"])
