@@ -35,11 +35,13 @@ struct TransitionNotice: Encodable {
         try c.encode(http_status, forKey: .http_status)
         try c.encode(reason, forKey: .reason)
         try c.encode(output, forKey: .output)
+        // Under a name that says what it is: the last 4 KiB.
+        try c.encode(output, forKey: .output_tail)
         try c.encode(finished_at, forKey: .finished_at)
     }
 
     enum CodingKeys: String, CodingKey {
-        case event, job, run, result, exit_code, http_status, reason, output, finished_at
+        case event, job, run, result, exit_code, http_status, reason, output, output_tail, finished_at
     }
 }
 
@@ -103,6 +105,7 @@ extension Registry {
             environment["TIMERD_HTTP_STATUS"] = outcome.httpStatus.map(String.init) ?? ""
             environment["TIMERD_REASON"] = outcome.reason
             environment["TIMERD_OUTPUT"] = outcome.output
+            environment["TIMERD_OUTPUT_TAIL"] = outcome.output
             request = RunRequest(
                 job: name, runID: runID, action: .shell(line), environment: environment, workingDirectory: "/",
                 timeout: .seconds(60), killGrace: Limits.defaultKillGrace)

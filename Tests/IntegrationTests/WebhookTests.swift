@@ -434,7 +434,7 @@ import TimerdSystem
         let daemon = try Daemon()
         try daemon.writeFile("notify.sh", #"""
             printf '%s %s %s %s [%s] %s %s\n' "$TIMERD_EVENT" "$TIMERD_RUN" "$TIMERD_RESULT" "$TIMERD_EXIT_CODE" \
-                "$TIMERD_HTTP_STATUS" "$TIMERD_JOB" "$(printf %s "$TIMERD_OUTPUT" | tr -d '\n')" >> "$DIR/events"
+                "$TIMERD_HTTP_STATUS" "$TIMERD_JOB" "$(printf %s "$TIMERD_OUTPUT_TAIL" | tr -d '\n')" >> "$DIR/events"
             [ -n "$TIMERD_REASON" ] || echo "no reason for run $TIMERD_RUN" >> "$DIR/events"
 
             """#)
@@ -472,6 +472,7 @@ import TimerdSystem
         #expect(note["http_status"] is NSNull)
         #expect(!(note["reason"] as? String ?? "").isEmpty)
         #expect((note["output"] as? String ?? "").contains("bad news"))
+        #expect(note["output_tail"] as? String == note["output"] as? String)
         #expect(Self.isMicroTimestamp(note["finished_at"]))
         // A command job's SHOW has the new field too, null.
         let info = try Self.waitFinished(daemon, "cf")
