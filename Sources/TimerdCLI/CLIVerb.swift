@@ -68,7 +68,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .cancel: ["cancel (NAME… | --tag TAG) [--json]"]
         case .pause: ["pause (NAME… | --tag TAG) [--json]"]
         case .resume: ["resume (NAME… | --tag TAG) [--now | --after DUR] [--json]"]
-        case .run: ["run NAME [--json]"]
+        case .run: ["run NAME [--env NAME=VALUE]… [--force] [-- ARG…] [--json]"]
         case .list: ["list [--tag TAG] [--json]"]
         case .show: ["show NAME [--json]"]
         case .history: ["history NAME [--limit N] [--json]"]
@@ -117,7 +117,13 @@ package enum CLIVerb: String, CaseIterable, Sendable {
             ] + [""] + Self.tagDiscussion("cancelled")
         case .pause: Self.tagDiscussion("paused")
         case .resume: ["Without --now or --after a job resumes on its schedule's next fire.", ""] + Self.tagDiscussion("resumed")
-        case .run: ["Prints what happened to the fire: started, queued (behind a running one) or waiting (for a run slot)."]
+        case .run:
+            [
+                "Prints what happened to the fire: started, queued (behind a running one) or waiting (for a run slot).",
+                "The job's overlap policy applies: a job with overlap=skip that is running refuses it, unless --force.",
+                "--env and the words after -- are for this run only, and kept in its history: arguments follow a",
+                "program job's own, and are $1, $2, … of a --command job's shell.",
+            ]
         case .list:
             [
                 "NEXT and LAST are relative to now; RESULT is the last run's result (exit code or signal),",
@@ -226,6 +232,10 @@ package enum CLIVerb: String, CaseIterable, Sendable {
     /// True when the words after `--` are a program to run (else they are names, `--` only ending the flags).
     package var takesProgram: Bool { self == .add || self == .exec }
 
+    /// The words after `--` are the request's argv: a program and its arguments (add, exec), or a run's
+    /// own arguments (run).
+    package var takesArgv: Bool { takesProgram || self == .run }
+
     /// True when `--json` changes what the verb prints (listed in its help).
     package var hasJSONOutput: Bool {
         switch self {
@@ -280,6 +290,13 @@ package enum CLIVerb: String, CaseIterable, Sendable {
                     name: "after", key: "after", kind: .value(placeholder: "DUR"),
                     help: "Fire once DUR from now, then go on with the schedule."),
             ]
+        case .run:
+            return [
+                Flag(name: "env", key: "env", kind: .value(placeholder: "NAME=VALUE"),
+                     help: "Set an environment variable for this run, over the job's (repeatable)."),
+                Flag(name: "force", key: "force", kind: .option(value: "yes"),
+                     help: "Start it even when the job's overlap policy would refuse (alongside the running one)."),
+            ]
         case .cancel: return [Flag.tag("Cancel every job tagged TAG instead of named ones.")]
         case .pause: return [Flag.tag("Pause every job tagged TAG instead of named ones.")]
         case .list: return [Flag.tag("List only the jobs tagged TAG.")]
@@ -331,7 +348,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
                     help: "At AT the wall clock is set by OFFSET, e.g. 2026-03-01T12:00:00Z=-1h (repeatable)."),
                 Flag(name: "seed", key: "seed", kind: .value(placeholder: "N"), help: "Seed random jitter with N (default 0)."),
             ]
-        case .run, .show, .reload, .mode, .stats, .cluster, .ping, .version, .help:
+        case .show, .reload, .mode, .stats, .cluster, .ping, .version, .help:
             return []
         }
     }

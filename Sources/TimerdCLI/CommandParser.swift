@@ -84,7 +84,7 @@ package enum CommandParser {
             let argument = arguments[index]
             index += 1
             if argument == "--" {
-                if verb.takesProgram {
+                if verb.takesArgv {
                     argv = Array(arguments[index...])
                 } else {
                     names += arguments[index...]

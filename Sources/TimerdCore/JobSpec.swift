@@ -536,9 +536,9 @@ public struct JobSpec: Equatable, Sendable {
 
     // MARK: - Helpers
 
-    private enum PairNames { case environment, meta }
+    enum PairNames { case environment, meta }
 
-    private static func parsePair(_ text: String, key: String, namePattern: PairNames) throws(TimerdError) -> KeyValue {
+    static func parsePair(_ text: String, key: String, namePattern: PairNames) throws(TimerdError) -> KeyValue {
         guard let equals = text.firstIndex(of: "=") else {
             throw TimerdError(.badArgument, "\(key): expected NAME=VALUE, got \"\(text)\"", key: key)
         }

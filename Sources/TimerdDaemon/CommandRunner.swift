@@ -175,10 +175,11 @@ actor CommandRun: RunHandle {
         switch request.action {
         case .shell(let line):
             program = "/bin/sh"
-            arguments = ["-c", line]
+            // A run's own arguments are the shell's $1, $2, … ($0 is the job's name).
+            arguments = ["-c", line] + (request.extraArguments.isEmpty ? [] : [request.job] + request.extraArguments)
         case .argv(let words):
             program = words[0]
-            arguments = Array(words.dropFirst())
+            arguments = Array(words.dropFirst()) + request.extraArguments
         case .webhook:
             // ActionLauncher sends webhooks to the webhook launcher; reaching here is a bug.
             return finish(.failed, exitCode: nil, signal: nil, reason: "internal error: a webhook given to the command launcher")

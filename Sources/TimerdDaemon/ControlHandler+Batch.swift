@@ -61,7 +61,7 @@ extension ControlHandler {
         /// Its name is given once every `EXEC` of the batch has been checked.
         case exec(JobSpec)
         case change(Input, names: [JobName])
-        case run(JobName)
+        case run(JobName, RunParameters, force: Bool)
     }
 
     private func draft(_ command: ControlCommand, client: Client) throws(TimerdError) -> Draft? {
@@ -83,8 +83,8 @@ extension ControlHandler {
             return .change(.pause(names, by: client.requester, checkOnly: false), names: names)
         case .resume(.names(let names), let when):
             return .change(.resume(names, ResumeMode(when), by: client.requester, checkOnly: false), names: names)
-        case .run(let name):
-            return .run(name)
+        case .run(let name, let parameters, let force):
+            return .run(name, parameters, force: force)
         default:
             return nil
         }
@@ -114,8 +114,8 @@ extension ControlHandler {
                 case .change(let input, let names):
                     batch.append(NamedRequest(input, naming: names))
                     sent.append((index, .ok))
-                case .run(let name):
-                    batch.append(NamedRequest(.runNow(name, by: client.requester), naming: [name]))
+                case .run(let name, let parameters, let force):
+                    batch.append(NamedRequest(.runNow(name, by: client.requester, parameters: parameters, force: force), naming: [name]))
                     sent.append((index, .status))
                 }
             } catch {

@@ -72,7 +72,8 @@ struct ControlHandler: Sendable {
                     http_status: run.httpStatus, lateness_ms: run.latenessMs, output: withOutput ? run.output : nil,
                     node: run.node ?? cluster?.node, cpu_usage_ms: run.cpuUsageMs, memory_peak_bytes: run.memoryPeakBytes.map(Int64.init),
                     io_read_bytes: run.ioReadBytes.map(Int64.init), io_write_bytes: run.ioWriteBytes.map(Int64.init),
-                    attempt: run.attempt)
+                    attempt: run.attempt,
+                    parameters: run.parameters.flatMap { try? Payload.decode(RunParameters.self, from: $0) })
             }
         } catch {
             throw TimerdError(.internal, "cannot read the history: \(error.message)")
@@ -170,8 +171,8 @@ struct ControlHandler: Sendable {
             try await registry.resume(names, mode: mode, by: client)
             if let revision { await registry.noteSharedRevision(names, revision: revision) }
             return Self.reply(selection, names)
-        case .run(let name):
-            let status = try await registry.runNow(name, by: client)
+        case .run(let name, let parameters, let force):
+            let status = try await registry.runNow(name, by: client, parameters: parameters, force: force)
             return .ok(Payload.encode(["status": status]))
         case .list(let tag):
             return .ok(await JobList.json(registry, tag: tag, viewer: client))

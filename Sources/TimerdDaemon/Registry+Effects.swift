@@ -78,6 +78,10 @@ extension Registry {
             request.failOnStderr = start.spec.failOnStderr ?? false
             request.environment = environment(for: start.spec, runID: start.run, scheduled: start.scheduled, runAs: request.runAs)
             if start.spec.commandRetries != nil { request.environment["TIMERD_ATTEMPT"] = String(start.attempt) }
+            if let parameters = start.parameters {
+                for pair in parameters.env { request.environment[pair.key] = pair.value }
+                request.extraArguments = parameters.arguments
+            }
         }
         let key = "\(start.jobID)/\(start.run)"
         let jobID = start.jobID

@@ -1,6 +1,7 @@
 import Dispatch
 import TimerdCore
 import TimerdEngine
+import TimerdProtocol
 import TimerdHost
 import TimerdStore
 import TimerdSystem
@@ -88,7 +89,8 @@ extension Registry {
                 httpStatus: outcome.httpStatus, latenessMs: record.lateness.map { Double($0.nanoseconds) / 1_000_000 },
                 output: outcome.output, node: record.node, cpuUsageMs: outcome.usage.cpuMilliseconds,
                 memoryPeakBytes: outcome.usage.memoryPeakBytes.map(Int.init), ioReadBytes: outcome.usage.ioReadBytes.map(Int.init),
-                ioWriteBytes: outcome.usage.ioWriteBytes.map(Int.init), attempt: record.attempt), keep: keep)
+                ioWriteBytes: outcome.usage.ioWriteBytes.map(Int.init), attempt: record.attempt,
+                parameters: record.parameters.map { Payload.encode($0) }), keep: keep)
         case .fireRecord(let record, let keep):
             return .recordDueFire(StoredFire(
                 job: record.job.rawValue, sequence: record.sequence, scheduled: record.scheduled, outcome: record.outcome.rawValue,

@@ -382,8 +382,10 @@ actor Registry {
     }
 
     /// Fires a job once now, outside its schedule (`RUN`). Returns what happened to the fire.
-    func runNow(_ name: JobName, by client: Client = .daemon) async throws(TimerdError) -> String {
-        guard case .fire(let status) = try await request(.runNow(name, by: client.requester), naming: [name]) else { return "skipped" }
+    func runNow(_ name: JobName, by client: Client = .daemon, parameters: RunParameters = RunParameters(),
+                force: Bool = false) async throws(TimerdError) -> String {
+        let input = Input.runNow(name, by: client.requester, parameters: parameters, force: force)
+        guard case .fire(let status) = try await request(input, naming: [name]) else { return "skipped" }
         return status
     }
 

@@ -23,6 +23,8 @@ struct RunRequest: Sendable {
     var successExitCodes: [Int] = [0]
     /// Any output on stderr fails the run (`fail_on_stderr`): stderr then has a pipe of its own.
     var failOnStderr = false
+    /// Arguments of a run by hand (`RUN … -- ARG…`): after a program job's own, or `$1`… of a command's shell.
+    var extraArguments: [String] = []
 }
 
 /// The user (and group) a command runs as. Resolved by the launcher just before the run, so a changed

@@ -8,7 +8,7 @@ extension Engine {
     /// Handles one fire of a job by its mode, overlap policy and the daemon's run cap. Returns what
     /// happened: `started`, `queued`, `waiting` (for a run slot), `held`, `claiming` or `skipped`.
     @discardableResult
-    mutating func fire(_ job: EngineJob, _ pending: PendingFire, claimed: Bool = false) -> String {
+    mutating func fire(_ job: EngineJob, _ pending: PendingFire, claimed: Bool = false, forced: Bool = false) -> String {
         let name = job.name
         // A retry goes on with a fire already accepted (held, claimed, counted): only the overlap policy
         // and the run slots apply to it.
@@ -25,7 +25,8 @@ extension Engine {
                      reason: "uid \(job.ownerUID)'s jobs started \(settings.userMaxRunsPerMinute) runs in the last minute (user_max_runs_per_minute)")
             return "skipped"
         }
-        let busy = !job.active.isEmpty || job.waitingForSlot > 0
+        // A run by hand with force: alongside whatever runs, as `overlap=allow` would.
+        let busy = !forced && (!job.active.isEmpty || job.waitingForSlot > 0)
         if busy {
             let holder = job.active.first.map { "run \($0.id) is still going" } ?? "the previous fire is still waiting for a run slot"
             switch job.spec.overlap {
@@ -81,12 +82,12 @@ extension Engine {
         let lateness = now.mono - pending.scheduled
         job.active.append(ActiveRun(
             id: runID, startedMono: now.mono, startedWall: now.wall, kind: pending.kind, scheduledWall: pending.scheduledWall,
-            lateness: lateness, sequence: pending.sequence, attempt: pending.attempt))
+            lateness: lateness, sequence: pending.sequence, attempt: pending.attempt, parameters: pending.parameters))
         job.lastStarted = (runID, now.wall, lateness)
         runningTotal += 1
         out.append(.startRun(RunStart(
             job: name, jobID: job.id, run: runID, kind: pending.kind, scheduled: pending.scheduledWall, lateness: lateness,
-            attempt: pending.attempt, specBox: job.specBox, ownerUID: job.ownerUID)))
+            attempt: pending.attempt, parameters: pending.parameters, specBox: job.specBox, ownerUID: job.ownerUID)))
         let late = lateness > .milliseconds(1) ? ", \(DurationText.format(.milliseconds(lateness.nanoseconds / 1_000_000))) late" : ""
         let attempt = pending.attempt > 1 ? ", attempt \(pending.attempt) of \((job.spec.commandRetries?.retries ?? 0) + 1)" : ""
         log(.info, name, run: runID,
@@ -162,7 +163,7 @@ extension Engine {
                 let history = FinishedRun(
                     job: name, run: runID, scheduledAt: finished.kind == .manual ? nil : finished.scheduledWall,
                     startedAt: finished.startedWall, lateness: finished.kind == .manual ? nil : finished.lateness, outcome: outcome,
-                    node: settings.clusterNode, attempt: finished.attempt)
+                    node: settings.clusterNode, attempt: finished.attempt, parameters: finished.parameters)
                 if job.spec.historyLimit > 0, job.spec.owner == nil { out.append(.persist(.run(history, keep: job.spec.historyLimit))) }
                 if job.shared { out.append(.publishRun(history)) }
                 if finished.sequence != 0 {
@@ -228,7 +229,7 @@ extension Engine {
         let due = now.mono + delay
         job.pendingRetry = PendingRetry(
             due: due, fire: PendingFire(kind: run.kind, scheduled: due, scheduledWall: run.scheduledWall, sequence: run.sequence,
-                                        attempt: run.attempt + 1))
+                                        attempt: run.attempt + 1, parameters: run.parameters))
         let reason = "attempt \(run.attempt) of \(policy.retries + 1) \(outcome.result == .timeout ? "timed out" : "failed"); "
             + "attempt \(run.attempt + 1) in \(DurationText.format(.milliseconds(delay.nanoseconds / 1_000_000)))"
         log(.notice, job.name, run: run.id, reason)

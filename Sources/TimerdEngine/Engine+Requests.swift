@@ -103,15 +103,19 @@ extension Engine {
                 return .job(stored)
             }
             return PlannedChange(kind: .resume(names, mode), records: records)
-        case .runNow(let name, let requester):
-            let job = try checkRunNow(name, by: requester)
-            guard isSavedByRequests(job) else { return PlannedChange(kind: .runNow(name), records: []) }
+        case .runNow(let name, let requester, let parameters, let force):
+            let job = try checkRunNow(name, by: requester, force: force)
+            if !parameters.arguments.isEmpty, case .webhook = job.spec.action {
+                throw TimerdError(.badArgument, "\(name) sends a webhook: arguments after -- are for commands")
+            }
+            guard isSavedByRequests(job) else { return PlannedChange(kind: .runNow(name, parameters, force: force), records: []) }
             // The run count as it will be once this fire starts (it may wait for a run slot or a run).
-            let startsNow = (job.active.isEmpty && job.waitingForSlot == 0 || job.spec.overlap == .allow)
+            let startsNow = (job.active.isEmpty && job.waitingForSlot == 0 || job.spec.overlap == .allow || force)
                 && runningTotal < settings.maxRunning
             let runs = job.runs + (startsNow ? 1 : 0)
             return PlannedChange(
-                kind: .runNow(name), records: [.fire(name, runs: runs, lastScheduled: job.lastScheduledWall, configJob: false)])
+                kind: .runNow(name, parameters, force: force),
+                records: [.fire(name, runs: runs, lastScheduled: job.lastScheduledWall, configJob: false)])
         default:
             preconditionFailure("not a request that changes jobs: \(input)")
         }
@@ -146,11 +150,13 @@ extension Engine {
         case .resume(let names, let mode):
             resume(names, mode: mode)
             return .success(.done)
-        case .runNow(let name):
+        case .runNow(let name, let parameters, let force):
             guard let job = jobs[name] else { return .failure(TimerdError(.noSuchJob, "no job named \(name)")) }
             guard !shuttingDown else { return .failure(TimerdError(.shuttingDown, "timerd is shutting down")) }
-            log(.info, name, "run requested (RUN)")
-            let status = fire(job, PendingFire(kind: .manual, scheduled: now.mono, scheduledWall: now.wall, sequence: 0))
+            let with = parameters.isEmpty ? "" : " with \(parameters.description)"
+            log(.info, name, "run requested (RUN\(force ? ", forced" : "")\(with))")
+            let status = fire(job, PendingFire(kind: .manual, scheduled: now.mono, scheduledWall: now.wall, sequence: 0,
+                                               parameters: parameters.isEmpty ? nil : parameters), forced: force)
             persistFire(job)
             return .success(.fire(status))
         }
@@ -395,15 +401,17 @@ extension Engine {
     }
 
     /// Throws what `RUN` would throw, and takes the owner's run token for it.
-    private mutating func checkRunNow(_ name: JobName, by requester: Requester) throws(TimerdError) -> EngineJob {
+    private mutating func checkRunNow(_ name: JobName, by requester: Requester, force: Bool) throws(TimerdError) -> EngineJob {
         guard !shuttingDown else { throw TimerdError(.shuttingDown, "timerd is shutting down") }
         let job = try lookup(name, changedBy: requester)
-        if !job.active.isEmpty {
+        if !job.active.isEmpty, !force {
             switch job.spec.overlap {
             case .skip:
-                throw TimerdError(.busy, "\(name) is still running (run \(job.active[0].id)) and overlap=skip")
+                throw TimerdError(.busy, "\(name) is still running (run \(job.active[0].id)) and overlap=skip; RUN \(name) force=yes "
+                                  + "(timerctl run --force) starts another alongside")
             case .queue where job.queued != nil, .replace where job.queued != nil:
-                throw TimerdError(.busy, "\(name) is still running and a fire is already queued")
+                throw TimerdError(.busy, "\(name) is still running and a fire is already queued; RUN \(name) force=yes "
+                                  + "(timerctl run --force) starts another alongside")
             default: break
             }
         }

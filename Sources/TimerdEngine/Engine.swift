@@ -98,7 +98,8 @@ package enum Input: Sendable {
     case pause([JobName], by: Requester, checkOnly: Bool)
     case resume([JobName], ResumeMode, by: Requester, checkOnly: Bool)
     /// `RUN`: fire once now, outside the schedule.
-    case runNow(JobName, by: Requester)
+    /// A run by hand (`RUN`), with what it adds to the job, and `force`: even where `overlap` would refuse it.
+    case runNow(JobName, by: Requester, parameters: RunParameters = RunParameters(), force: Bool = false)
     case switchMode(String)
     /// The config was read (at start-up, or again): its jobs and `max_running`.
     case reload([DeclaredJob], maxRunning: Int)

@@ -41,6 +41,8 @@ package struct PendingFire: Sendable, Equatable {
     package var sequence: UInt64
     /// 1 for the fire's first run; more for a command job's retries of it (`retries`).
     package var attempt = 1
+    /// What a run by hand adds to the job (`RUN … env=… -- ARG…`).
+    package var parameters: RunParameters? = nil
 }
 
 /// A command job's next attempt at a fire whose run failed (`retries`): due at `due` on the monotonic clock.
@@ -61,6 +63,7 @@ package struct ActiveRun: Sendable, Equatable {
     package var sequence: UInt64
     /// Which attempt at its fire this run is (1: the first).
     package var attempt = 1
+    package var parameters: RunParameters? = nil
 }
 
 /// Everything the engine knows about one job: its spec, where its schedule stands, what waits and what

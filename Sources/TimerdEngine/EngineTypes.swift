@@ -290,10 +290,13 @@ package struct FinishedRun: Sendable, Equatable {
     package var node: String?
     /// Which attempt at its fire it was (1: the first).
     package var attempt: Int
+    /// What a run by hand added to the job.
+    package var parameters: RunParameters?
 
     package init(job: JobName, run: Int, scheduledAt: WallTime?, startedAt: WallTime, lateness: Duration?, outcome: RunOutcome,
-                 node: String? = nil, attempt: Int = 1) {
+                 node: String? = nil, attempt: Int = 1, parameters: RunParameters? = nil) {
         self.attempt = attempt
+        self.parameters = parameters
         self.job = job
         self.run = run
         self.scheduledAt = scheduledAt
@@ -315,6 +318,8 @@ package struct RunStart: Sendable {
     package var lateness: Duration
     /// Which attempt at its fire this run is (1: the first; more: `retries`).
     package var attempt = 1
+    /// What a run by hand adds to the job.
+    package var parameters: RunParameters? = nil
     /// The job's spec (shared with the job, not copied: an effect stays small).
     package var spec: JobSpec { specBox.spec }
     let specBox: SpecBox
@@ -395,7 +400,7 @@ struct PlannedChange: Sendable {
         case cancel([EngineJob])
         case pause([JobName])
         case resume([JobName], ResumeMode)
-        case runNow(JobName)
+        case runNow(JobName, RunParameters, force: Bool)
         /// A `checkOnly` request: nothing to change.
         case checked
     }

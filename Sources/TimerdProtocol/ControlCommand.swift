@@ -31,8 +31,9 @@ public enum ControlCommand: Sendable, Hashable {
     case pause(Selection)
     /// `RESUME (NAME… | tag=T) [now | after=DUR]`
     case resume(Selection, ResumeWhen)
-    /// `RUN NAME`
-    case run(JobName)
+    /// `RUN NAME [env=NAME=VALUE…] [force=yes] [-- ARG…]`: a run by hand, with what it adds to the job, and
+    /// whether it starts even where the job's `overlap` would refuse it.
+    case run(JobName, RunParameters, force: Bool)
     /// `LIST [tag=T]`
     case list(tag: String?)
     /// `SHOW NAME`
@@ -92,7 +93,7 @@ public enum ControlCommand: Sendable, Hashable {
         (.cancel, "CANCEL (NAME… | tag=TAG)"),
         (.pause, "PAUSE (NAME… | tag=TAG)"),
         (.resume, "RESUME (NAME… | tag=TAG) [now | after=DUR]"),
-        (.run, "RUN NAME"),
+        (.run, "RUN NAME [env=NAME=VALUE…] [force=yes] [-- ARG…]"),
         (.list, "LIST [tag=TAG]"),
         (.show, "SHOW NAME"),
         (.reload, "RELOAD"),
@@ -166,7 +167,19 @@ public enum ControlCommand: Sendable, Hashable {
             if now { names.positionals.removeLast() }
             self = try Self(resuming: names, now: now)
         case .run:
-            self = .run(try Self.names(request, 1...1)[0])
+            let name = try Self.names(request, 1...1, options: true, argv: true)[0]
+            var parameters = RunParameters(arguments: request.argv ?? [])
+            try RunParameters.check(arguments: parameters.arguments)
+            var force = false
+            for option in request.options {
+                switch option.key {
+                case "env": parameters.env.append(try RunParameters.environmentPair(option.value))
+                case "force": force = try ExecRequest.parseBool(option.value, key: "force")
+                default:
+                    throw TimerdError(.badArgument, "RUN takes env=NAME=VALUE and force=yes|no, got \(option.key)=", key: option.key)
+                }
+            }
+            self = .run(name, parameters, force: force)
         case .show:
             self = .show(try Self.names(request, 1...1)[0])
         case .list:
@@ -327,7 +340,12 @@ public enum ControlCommand: Sendable, Hashable {
             case .after(let delay): request.options.append(Option(key: "after", value: DurationText.format(delay)))
             }
             return request
-        case .run(let name), .show(let name):
+        case .run(let name, let parameters, let force):
+            let options = parameters.env.map { Option(key: "env", value: "\($0.key)=\($0.value)") }
+                + (force ? [Option(key: "force", value: "yes")] : [])
+            return Request(verb: .run, positionals: [name.rawValue], options: options,
+                           argv: parameters.arguments.isEmpty ? nil : parameters.arguments)
+        case .show(let name):
             return Request(verb: verb, positionals: [name.rawValue])
         case .list(let tag):
             return Request(verb: .list, options: tag.map { [Option(key: "tag", value: $0)] } ?? [])

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import TimerdCore
 
 /// What `LIST` and `SHOW` report about a job: the JSON object of `OK <json>` replies and of
 /// `timerctl --json`. Field names are snake_case and stable (documented in `docs/protocol.md`).
@@ -607,12 +608,15 @@ public struct RunRecord: Codable, Equatable, Sendable {
     public var io_write_bytes: Int64?
     /// Which attempt at its fire the run was (1: the first; more: `retries`).
     public var attempt: Int = 1
+    /// What a run by hand added to its job (`RUN … env=… -- ARG…`); null for every other run.
+    public var parameters: RunParameters?
 
     public init(run: Int, scheduled_at: String?, started_at: String, ended_at: String, result: String,
                 exit_code: Int?, http_status: Int?, lateness_ms: Double?, output: String?, node: String? = nil,
                 cpu_usage_ms: Double? = nil, memory_peak_bytes: Int64? = nil, io_read_bytes: Int64? = nil,
-                io_write_bytes: Int64? = nil, attempt: Int = 1) {
+                io_write_bytes: Int64? = nil, attempt: Int = 1, parameters: RunParameters? = nil) {
         self.attempt = attempt
+        self.parameters = parameters
         self.node = node
         self.cpu_usage_ms = cpu_usage_ms
         self.memory_peak_bytes = memory_peak_bytes
@@ -631,7 +635,7 @@ public struct RunRecord: Codable, Equatable, Sendable {
 
     enum CodingKeys: String, CodingKey {
         case run, scheduled_at, started_at, ended_at, result, exit_code, http_status, lateness_ms, output, node
-        case cpu_usage_ms, memory_peak_bytes, io_read_bytes, io_write_bytes, attempt
+        case cpu_usage_ms, memory_peak_bytes, io_read_bytes, io_write_bytes, attempt, parameters
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -651,6 +655,7 @@ public struct RunRecord: Codable, Equatable, Sendable {
         try c.encode(io_read_bytes, forKey: .io_read_bytes)
         try c.encode(io_write_bytes, forKey: .io_write_bytes)
         try c.encode(attempt, forKey: .attempt)
+        try c.encode(parameters, forKey: .parameters)
     }
 
     public init(from decoder: any Decoder) throws {
@@ -671,5 +676,6 @@ public struct RunRecord: Codable, Equatable, Sendable {
         io_write_bytes = try c.decodeIfPresent(Int64.self, forKey: .io_write_bytes)
         // A timerd before retries did not send it.
         attempt = try c.decodeIfPresent(Int.self, forKey: .attempt) ?? 1
+        parameters = try c.decodeIfPresent(RunParameters.self, forKey: .parameters)
     }
 }

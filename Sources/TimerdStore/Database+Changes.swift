@@ -93,15 +93,15 @@ extension Database {
             try execute(
                 """
                 INSERT INTO runs (job, run, scheduled_at, started_at, ended_at, result, exit_code, http_status,
-                    lateness_ms, output, node, cpu_usage_ms, memory_peak_bytes, io_read_bytes, io_write_bytes, attempt)
-                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
+                    lateness_ms, output, node, cpu_usage_ms, memory_peak_bytes, io_read_bytes, io_write_bytes, attempt, parameters)
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
                 """,
                 [
                     .text(run.job), .integer(Int64(run.run)), SQLValue(run.scheduledAt), SQLValue(run.startedAt),
                     SQLValue(run.endedAt), .text(run.result), SQLValue(run.exitCode), SQLValue(run.httpStatus),
                     SQLValue(run.latenessMs), .text(run.output), run.node.map { .text($0) } ?? .null,
                     SQLValue(run.cpuUsageMs), SQLValue(run.memoryPeakBytes), SQLValue(run.ioReadBytes),
-                    SQLValue(run.ioWriteBytes), .integer(Int64(run.attempt)),
+                    SQLValue(run.ioWriteBytes), .integer(Int64(run.attempt)), run.parameters.map { .text($0) } ?? .null,
                 ])
             // Everything from the (keep+1)-th newest down; nothing when there are no more than `keep`.
             try execute(

@@ -99,6 +99,10 @@ enum Schema {
         Migration(version: 7, statements: [
             "ALTER TABLE runs ADD COLUMN attempt INTEGER NOT NULL DEFAULT 1",
         ]),
+        // What a run by hand added to its job (`RUN … env=… -- ARG…`), as JSON.
+        Migration(version: 8, statements: [
+            "ALTER TABLE runs ADD COLUMN parameters TEXT",
+        ]),
     ]
 
     static var currentVersion: Int { migrations.last?.version ?? 0 }

@@ -120,7 +120,7 @@ public final class StateStore: Sendable {
             try database.query(
                 """
                 SELECT job, run, scheduled_at, started_at, ended_at, result, exit_code, http_status, lateness_ms, output,
-                    node, cpu_usage_ms, memory_peak_bytes, io_read_bytes, io_write_bytes, attempt
+                    node, cpu_usage_ms, memory_peak_bytes, io_read_bytes, io_write_bytes, attempt, parameters
                 FROM runs WHERE job = ?1 ORDER BY id DESC LIMIT ?2
                 """, [.text(job), .integer(Int64(limit))]
             ) { row in
@@ -129,7 +129,8 @@ public final class StateStore: Sendable {
                     endedAt: row.time(4), result: row.text(5), exitCode: row.optionalInt(6),
                     httpStatus: row.optionalInt(7), latenessMs: row.optionalDouble(8), output: row.text(9),
                     node: row.optionalText(10), cpuUsageMs: row.optionalDouble(11), memoryPeakBytes: row.optionalInt(12),
-                    ioReadBytes: row.optionalInt(13), ioWriteBytes: row.optionalInt(14), attempt: row.int(15))
+                    ioReadBytes: row.optionalInt(13), ioWriteBytes: row.optionalInt(14), attempt: row.int(15),
+                    parameters: row.optionalText(16))
             }
         }
     }

@@ -57,14 +57,17 @@ public struct StoredRun: Equatable, Sendable {
     public var ioWriteBytes: Int?
     /// Which attempt at its fire it was (schema version 7; 1 for runs recorded before).
     public var attempt: Int
+    /// What a run by hand added to its job, as JSON (`RunParameters`; schema version 8), or nil.
+    public var parameters: String?
 
     public init(
         job: String, run: Int, scheduledAt: WallTime? = nil, startedAt: WallTime, endedAt: WallTime,
         result: String, exitCode: Int? = nil, httpStatus: Int? = nil, latenessMs: Double? = nil, output: String = "",
         node: String? = nil, cpuUsageMs: Double? = nil, memoryPeakBytes: Int? = nil, ioReadBytes: Int? = nil,
-        ioWriteBytes: Int? = nil, attempt: Int = 1
+        ioWriteBytes: Int? = nil, attempt: Int = 1, parameters: String? = nil
     ) {
         self.attempt = attempt
+        self.parameters = parameters
         self.node = node
         self.cpuUsageMs = cpuUsageMs
         self.memoryPeakBytes = memoryPeakBytes

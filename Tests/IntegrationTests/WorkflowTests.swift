@@ -78,5 +78,38 @@ import Testing
         // It was a one-shot: finished once its last attempt ended.
         #expect(try daemon.show("flaky")["state"] as? String == "finished")
     }
+
+    @Test func aRunByHandTakesParametersAndObeysTheOverlapPolicyUnlessForced() throws {
+        let daemon = try Daemon()
+        let gate = daemon.directory + "/gate"
+        // Waits for the gate, then prints what the run was given.
+        let command = "while [ ! -e \(gate) ]; do sleep 0.01; done; echo \"$GREETING $0 [$*]\""
+        #expect(try daemon.request("ADD sh every=1h command=\(Words.quote(command))") == "OK")
+        #expect(try daemon.request("RUN sh env=GREETING=hi -- a 'b c'") == #"OK {"status":"started"}"#)
+        // Running, and overlap=skip: refused, unless forced.
+        let refused = try daemon.ctl("run", "sh")
+        #expect(refused.status == 1 && refused.stderr.contains("overlap=skip; RUN sh force=yes"), "\(refused.stderr)")
+        #expect(try daemon.ctl("run", "sh", "--force", "--env", "GREETING=forced").stdout == "started\n")
+        _ = FileManager.default.createFile(atPath: gate, contents: nil)
+        var runs: [[String: Any]] = []
+        try eventually("both runs in the history") {
+            let reply = try daemon.request("HISTORY sh")
+            runs = (try? JSONSerialization.jsonObject(with: Data(reply.dropFirst(3).utf8))) as? [[String: Any]] ?? []
+            return runs.count == 2
+        }
+        let byRun = Dictionary(uniqueKeysWithValues: runs.map { ($0["run"] as? Int ?? 0, $0) })
+        #expect(byRun[1]?["output"] as? String == "hi sh [a b c]\n")
+        let first = try #require(byRun[1]?["parameters"] as? [String: Any])
+        #expect(first["env"] as? [String] == ["GREETING=hi"] && first["arguments"] as? [String] == ["a", "b c"])
+        #expect(byRun[2]?["output"] as? String == "forced /bin/sh []\n")  // no arguments: $0 stays the shell
+        // A program job gets the arguments after its own; reserved names and webhooks are refused.
+        #expect(try daemon.request("ADD pg every=1h -- /bin/echo x") == "OK")
+        #expect(try daemon.ctl("run", "pg", "--", "y", "z").status == 0)
+        try eventually("pg ran") { try daemon.show("pg")["last_output"] as? String == "x y z\n" }
+        #expect(try daemon.request("RUN pg env=TIMERD_JOB=x").hasPrefix("ERR bad-argument env: TIMERD_JOB is reserved"))
+        #expect(try daemon.request("RUN pg colour=red").hasPrefix("ERR bad-argument RUN takes env=NAME=VALUE and force=yes|no"))
+        #expect(try daemon.request("ADD hook every=1h webhook=http://127.0.0.1:9/") == "OK")
+        #expect(try daemon.request("RUN hook -- x").hasPrefix("ERR bad-argument hook sends a webhook"))
+    }
 }
 

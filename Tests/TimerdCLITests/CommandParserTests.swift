@@ -71,6 +71,11 @@ struct CommandParserTests {
         #expect(try request(["add", "x", "--kill-grace", "10s"]).encode() == "ADD x kill_grace=10s")
     }
 
+    @Test func runTakesEnvForceAndArguments() throws {
+        #expect(try request(["run", "a", "--env", "A=1 2", "--force", "--", "x", "--y"]).encode() == "RUN a env='A=1 2' force=yes -- x --y")
+        #expect(try request(["run", "a"]).encode() == "RUN a")
+    }
+
     @Test func everyJobKeyHasItsOwnHelpLine() {
         let flags = CLIVerb.add.flags.filter { $0.name != "owner-pid" }  // a shorthand for --owner
         #expect(flags.map(\.key) == JobSpec.keys)
