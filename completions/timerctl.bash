@@ -2,8 +2,9 @@
 #
 # Installed as $(PREFIX)/share/bash-completion/completions/timerctl, where bash-completion loads it
 # on first use; or source it from ~/.bashrc. Completes verbs, global and per-verb flags, overlap
-# and misfire policies, webhook methods, DST rules, time zones (from the tz database's zone.tab),
-# owners (pid:), and job names, tags and modes from the running daemon
+# and misfire policies, kill modes, I/O classes (--ionice), webhook methods, DST rules, time zones
+# (from the tz database's zone.tab), owners (pid:), a program and files after "--" (add, exec;
+# files for run's arguments), and job names, tags and modes from the running daemon
 # (`timerctl --json list`, honouring a --socket already on the command line; nothing if the daemon
 # cannot be reached). Needs no bash-completion helpers and no jq.
 #
@@ -58,13 +59,21 @@ _timerctl() {
     local notify_flags="--on-failure --on-recovery"
     local calendar_flags="--cron --calendar --timezone --dst-gap --dst-repeat"
     local misfire_flags="--misfire --misfire-grace"
-    local job_flags="--every --start --in --at $calendar_flags --jitter --fixed-jitter $misfire_flags --count --leeway --command --argv $webhook_flags --timeout --kill-grace --overlap --env --meta --cwd --user --group $owner_flags $notify_flags --history-limit --cluster"
-    local exec_flags="--start --interval --repeats --async --jitter --fixed-jitter $misfire_flags --count --leeway --command --argv $webhook_flags --timeout --kill-grace --env --meta --cwd --user --group $owner_flags $notify_flags --history-limit --cluster"
+    # Resource control (docs/configuration.md): cgroup limits, priorities, the limit_* keys.
+    local limit_flags="--limit-cpu --limit-fsize --limit-data --limit-stack --limit-core --limit-rss --limit-nproc --limit-nofile --limit-memlock --limit-as --limit-locks --limit-sigpending --limit-msgqueue --limit-nice --limit-rtprio --limit-rttime"
+    local resource_flags="--memory-max --memory-high --memory-swap-max --cpu-quota --cpu-weight --io-weight --tasks-max --nice --ionice --oom-score-adj $limit_flags"
+    # What counts as failure, and what it leads to (--fail-on-stderr is a switch: no value).
+    local failure_flags="--success-exit-codes --fail-on-stderr --pause-after-failures --pool"
+    local stop_flags="--timeout --kill-grace --kill-mode"
+    local job_flags="--every --start --in --at $calendar_flags --jitter --fixed-jitter $misfire_flags --count --leeway --command --argv $webhook_flags $stop_flags $resource_flags $failure_flags --overlap --env --meta --cwd --user --group $owner_flags $notify_flags --history-limit --cluster"
+    local exec_flags="--start --interval --repeats --async --jitter --fixed-jitter $misfire_flags --count --leeway --command --argv $webhook_flags $stop_flags $resource_flags $failure_flags --env --meta --cwd --user --group $owner_flags $notify_flags --history-limit --cluster"
+    local run_flags="--env --force"
     local resume_flags="--now --after"
     local next_flags="--cron --calendar --every --count --timezone --from --dst-gap --dst-repeat"
     local simulate_flags="--config --from --until --run-duration --down --clock-step --seed"
-    # Flags that take a value (as the next word or after "=").
-    local value_flags=" --socket --every --start --in --at --cron --calendar --timezone --dst-gap --dst-repeat --jitter --from --count --leeway --command --argv --timeout --kill-grace --overlap --env --meta --cwd --user --group --owner --owner-pid --tag --modes --interval --after $webhook_flags $notify_flags $misfire_flags --history-limit --cluster --limit --config --until --run-duration --down --clock-step --seed --last "
+    # Flags that take a value (as the next word or after "="); not the switches (--fixed-jitter,
+    # --fail-on-stderr, --repeats, --async, --force, --now, --json).
+    local value_flags=" --socket --every --start --in --at --cron --calendar --timezone --dst-gap --dst-repeat --jitter --from --count --leeway --command --argv $stop_flags $resource_flags --success-exit-codes --pause-after-failures --pool --overlap --env --meta --cwd --user --group --owner --owner-pid --tag --modes --interval --after $webhook_flags $notify_flags $misfire_flags --history-limit --cluster --limit --config --until --run-duration --down --clock-step --seed --last "
 
     # COMP_WORDS splits "--flag=value" at "=" (COMP_WORDBREAKS): glue those pieces back together.
     local -a words=()
@@ -131,6 +140,11 @@ _timerctl() {
                 mapfile -t COMPREPLY < <(compgen -P "$prefix" -W "skip queue allow replace" -- "$value") ;;
             --misfire)
                 mapfile -t COMPREPLY < <(compgen -P "$prefix" -W "skip once all" -- "$value") ;;
+            --kill-mode)
+                mapfile -t COMPREPLY < <(compgen -P "$prefix" -W "control-group mixed process" -- "$value") ;;
+            --ionice)
+                # best-effort:N and realtime:N (N 0-7) are typed by hand.
+                mapfile -t COMPREPLY < <(compgen -P "$prefix" -W "idle best-effort realtime" -- "$value") ;;
             --method)
                 mapfile -t COMPREPLY < <(compgen -P "$prefix" -W "GET POST PUT PATCH DELETE HEAD" -- "$value") ;;
             --insecure)
@@ -178,7 +192,7 @@ _timerctl() {
         return 0
     fi
 
-    # After "--" in add/exec: a program, then its arguments.
+    # After "--" in add/exec: a program, then its arguments. In run: that run's arguments.
     if [[ -n $dashdash && ($verb == add || $verb == exec) ]]; then
         if ((${#after[@]} == 0)); then
             mapfile -t COMPREPLY < <(compgen -c -- "$cur" | sort -u)
@@ -186,6 +200,11 @@ _timerctl() {
             compopt -o filenames 2>/dev/null
             mapfile -t COMPREPLY < <(compgen -f -- "$cur")
         fi
+        return 0
+    fi
+    if [[ -n $dashdash && $verb == run ]]; then
+        compopt -o filenames 2>/dev/null
+        mapfile -t COMPREPLY < <(compgen -f -- "$cur")
         return 0
     fi
 
@@ -211,7 +230,8 @@ _timerctl() {
                 flags+=" --json" ;;
             history) flags+=" --limit --json" ;;
             why) flags+=" --last --json" ;;
-            run | show | reload | mode | stats | cluster | version) flags+=" --json" ;;
+            run) flags+=" $run_flags --json" ;;  # --env repeatable; "--" then this run's arguments
+            show | reload | mode | stats | cluster | version) flags+=" --json" ;;
         esac
         mapfile -t COMPREPLY < <(compgen -W "$flags" -- "$cur")
         return 0

@@ -113,7 +113,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .cancel:
             [
                 "Only jobs added at run time can be cancelled (for config jobs, edit the config and reload).",
-                "Runs still going finish on their own.",
+                "Runs in progress are stopped as the job's kill_mode says (SIGTERM, then SIGKILL after kill_grace).",
             ] + [""] + Self.tagDiscussion("cancelled")
         case .pause: Self.tagDiscussion("paused")
         case .resume: ["Without --now or --after a job resumes on its schedule's next fire.", ""] + Self.tagDiscussion("resumed")

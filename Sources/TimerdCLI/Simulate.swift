@@ -36,6 +36,7 @@ enum SimulateCommand {
         }
         var simulation = parsed.options
         simulation.maxRunning = configuration.settings.maxRunning
+        simulation.pools = configuration.settings.pools
         simulation.machineID = HostConfig.machineID
         let names = Set(jobs.map(\.spec.name))
         if let unknown = simulation.runDurations.keys.sorted().first(where: { !names.contains($0) }) {

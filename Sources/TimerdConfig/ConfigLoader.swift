@@ -39,6 +39,7 @@ public enum ConfigLoader {
         var session = LoadSession(fileSystem: fileSystem, mainPath: mainPath)
         session.parseFile(path: mainPath, bytes: bytes, isMain: true)
         session.processIncludes()
+        session.checkPools()
         let diagnostics = session.sortedDiagnostics()
         guard diagnostics.isEmpty else { throw ConfigErrors(diagnostics) }
         return Configuration(settings: session.settings, jobs: session.jobs, files: session.files)
@@ -77,7 +78,7 @@ private struct LoadSession<FileSystem: ConfigFileSystem> {
 
     // MARK: Files
 
-    private enum Section { case none, daemon, cluster, job, ignored }
+    private enum Section: Equatable { case none, daemon, cluster, job, pool(String), ignored }
 
     mutating func parseFile(path: String, bytes: [UInt8], isMain: Bool) {
         ranks[path] = files.count
@@ -100,6 +101,10 @@ private struct LoadSession<FileSystem: ConfigFileSystem> {
                         section = inner == "daemon" ? .daemon : .cluster
                         if section == .cluster, settings.cluster == nil { settings.cluster = ClusterSettings() }
                     }
+                } else if let pool = poolHeader(inner, file: path, line: line.number) {
+                    section = .pool(pool)
+                } else if inner.hasPrefix("pool") {
+                    section = .ignored  // reported by poolHeader
                 } else if let builder = jobHeader(inner, file: path, line: line.number) {
                     job = builder
                     section = .job
@@ -117,6 +122,8 @@ private struct LoadSession<FileSystem: ConfigFileSystem> {
                     clusterKey(key, value, file: path, line: line.number, seen: &clusterKeys)
                 case .job:
                     job?.add(key, value, line: line.number, report: { report(path, $0, $1) })
+                case .pool(let name):
+                    poolKey(name, key, value, file: path, line: line.number)
                 }
             }
         }
@@ -348,6 +355,57 @@ private struct LoadSession<FileSystem: ConfigFileSystem> {
         return nil
     }
 
+    // MARK: [pool "NAME"]
+
+    /// Where each pool was declared, and whether it was given its `max_running`.
+    var poolDeclared: [String: (at: String, line: Int, file: String, capped: Bool)] = [:]
+
+    /// The pool a `[pool "NAME"]` header declares, or nil when the header is not one (reported when it
+    /// starts with `pool` but is malformed or a repeat).
+    private mutating func poolHeader(_ inner: String, file: String, line: Int) -> String? {
+        guard inner == "pool" || inner.hasPrefix("pool ") || inner.hasPrefix("pool\"") || inner.hasPrefix("pool\t") else { return nil }
+        let rest = ConfigLexer.trimmed(String(inner.dropFirst(4)))
+        guard rest.count >= 2, rest.hasPrefix("\""), rest.hasSuffix("\"") else {
+            report(file, line, "[pool] needs a name in double quotes: write [pool \"NAME\"]")
+            return nil
+        }
+        let name: String
+        do { name = try Mode.validName(String(rest.dropFirst().dropLast()), key: "pool", what: "pool name") } catch {
+            report(file, line, error.message)
+            return nil
+        }
+        if let first = poolDeclared[name] {
+            report(file, line, "pool \"\(name)\" is already declared at \(first.at)")
+            return nil
+        }
+        poolDeclared[name] = ("\(file):\(line)", line, file, false)
+        return name
+    }
+
+    private mutating func poolKey(_ pool: String, _ key: String, _ value: String, file: String, line: Int) {
+        guard key == "max_running" else {
+            return report(file, line, "unknown key \"\(key)\" in [pool \"\(pool)\"] (a pool takes max_running)")
+        }
+        poolDeclared[pool]?.capped = true  // given, if not valid: said below, not again as missing
+        guard !value.isEmpty, value.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let number = Int(value), number >= 1,
+              number <= 1_000_000 else {
+            return report(file, line, "max_running: expected a whole number of runs at once from 1 to 1000000, got \"\(value)\"")
+        }
+        if settings.pools[pool] != nil { return report(file, line, "max_running is given more than once in [pool \"\(pool)\"]") }
+        settings.pools[pool] = number
+    }
+
+    /// Every pool has its `max_running`, and every job's `pool=` names a declared pool.
+    mutating func checkPools() {
+        for (name, declared) in poolDeclared.sorted(by: { $0.key < $1.key }) where !declared.capped {
+            report(declared.file, declared.line, "[pool \"\(name)\"] needs max_running = N (the most runs of its jobs at once)")
+        }
+        for job in jobs {
+            guard let pool = job.spec.pool, poolDeclared[pool] == nil else { continue }
+            report(job.file, job.line, "pool: no pool named \"\(pool)\" (declare it: [pool \"\(pool)\"] with max_running = N)")
+        }
+    }
+
     // MARK: [job "NAME"]
 
     /// The builder for a `[job …]` header, or nil (after reporting) when the header is not one.
@@ -358,7 +416,7 @@ private struct LoadSession<FileSystem: ConfigFileSystem> {
             if word == "daemon" || word == "cluster" {
                 report(file, line, "[\(word)] takes no name: write [\(word)]")
             } else {
-                report(file, line, "unknown section [\(inner)] (expected [daemon], [cluster] or [job \"NAME\"])")
+                report(file, line, "unknown section [\(inner)] (expected [daemon], [cluster], [pool \"NAME\"] or [job \"NAME\"])")
             }
             return nil
         }

@@ -22,6 +22,9 @@ public struct DaemonSettings: Equatable, Sendable {
     /// The `[cluster]` section (`docs/cluster.md`); nil: a single-host daemon.
     public var cluster: ClusterSettings?
 
+    /// `[pool "NAME"]` sections: each pool's `max_running`, the cap on runs of the jobs in it (`pool=NAME`).
+    public var pools: [String: Int] = [:]
+
     public static let logTargets = ["auto", "journal", "stderr"]
 
     public init(

@@ -24,6 +24,7 @@ struct RareKeys: Equatable, Sendable {
         var failOnStderr: Bool?
         var pauseAfterFailures: Int?
         var commandRetries: RetryPolicy?
+        var pool: String?
     }
 
     private final class Box: Sendable {
@@ -100,6 +101,13 @@ extension JobSpec {
     public var commandRetries: RetryPolicy? {
         get { rare.values.commandRetries }
         set { rare.values.commandRetries = newValue }
+    }
+
+    /// The pool whose slots its runs wait for (`pool=`, a `[pool "NAME"]` of the config), on top of the
+    /// daemon's `max_running`; nil: none.
+    public var pool: String? {
+        get { rare.values.pool }
+        set { rare.values.pool = newValue }
     }
 
     /// Pause the job after this many failed runs in a row (`pause_after_failures`; nil: never).

@@ -123,7 +123,7 @@ public struct JobSpec: Equatable, Sendable {
         "content_type", "expect", "retries", "retry_backoff", "redirects", "ca_file", "insecure", "timeout",
         "kill_grace", "kill_mode",
     ] + ResourceSettings.keys + [
-        "success_exit_codes", "fail_on_stderr", "pause_after_failures", "overlap", "env", "meta", "cwd", "user", "group", "owner", "tag", "modes", "on_failure",
+        "success_exit_codes", "fail_on_stderr", "pause_after_failures", "pool", "overlap", "env", "meta", "cwd", "user", "group", "owner", "tag", "modes", "on_failure",
         "on_recovery", "history_limit", "cluster",
     ]
     /// Keys anyone may see of anyone's job: the name, schedule, limits and labels. The rest (the action,
@@ -131,7 +131,7 @@ public struct JobSpec: Equatable, Sendable {
     public static let publicKeys: Set<String> = Set([
         "every", "start", "in", "at", "cron", "calendar", "timezone", "dst_gap", "dst_repeat", "jitter", "fixed_jitter",
         "misfire", "misfire_grace", "count", "leeway", "timeout", "kill_grace", "kill_mode", "overlap", "user", "group", "owner",
-        "tag", "modes", "history_limit", "cluster", "success_exit_codes", "fail_on_stderr", "pause_after_failures",
+        "tag", "modes", "history_limit", "cluster", "success_exit_codes", "fail_on_stderr", "pause_after_failures", "pool",
     ] + ResourceSettings.keys)
     /// Keys that may be given more than once.
     public static let repeatableKeys: Set<String> = ["env", "meta", "tag", "header"]
@@ -344,6 +344,7 @@ public struct JobSpec: Equatable, Sendable {
         self.failOnStderr = try single["fail_on_stderr"].map { text throws(TimerdError) in
             try ExecRequest.parseBool(text, key: "fail_on_stderr")
         }
+        self.pool = try single["pool"].map { text throws(TimerdError) in try Mode.validName(text, key: "pool", what: "pool name") }
         if let text = single["pause_after_failures"] {
             guard text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let count = Int(text), (1...Limits.maximumPauseAfterFailures).contains(count) else {
                 throw TimerdError(.badArgument, "pause_after_failures: expected a number of failed runs in a row from 1 to \(Limits.maximumPauseAfterFailures), got \"\(text)\"",
@@ -518,6 +519,7 @@ public struct JobSpec: Equatable, Sendable {
         if let successExitCodes { list.append(KeyValue("success_exit_codes", ExitCodes.format(successExitCodes))) }
         if let failOnStderr { list.append(KeyValue("fail_on_stderr", failOnStderr ? "yes" : "no")) }
         if let pauseAfterFailures { list.append(KeyValue("pause_after_failures", String(pauseAfterFailures))) }
+        if let pool { list.append(KeyValue("pool", pool)) }
         if overlap != .skip { list.append(KeyValue("overlap", overlap.rawValue)) }
         list += env.map { KeyValue("env", "\($0.key)=\($0.value)") }
         list += meta.map { KeyValue("meta", "\($0.key)=\($0.value)") }

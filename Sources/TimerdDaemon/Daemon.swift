@@ -290,7 +290,7 @@ public actor Daemon {
         }
 
         do {
-            _ = try await registry.applyConfig(configuration.jobs, maxRunning: configuration.settings.maxRunning)
+            _ = try await registry.applyConfig(configuration.jobs, maxRunning: configuration.settings.maxRunning, pools: configuration.settings.pools)
         } catch {
             fail("cannot load the config jobs: \(error.message)")
         }
@@ -443,7 +443,7 @@ public actor Daemon {
             await server.withLock { $0 }?.applySocketAccess()
         }
         do {
-            let summary = try await registry.applyConfig(configuration.jobs, maxRunning: configuration.settings.maxRunning)
+            let summary = try await registry.applyConfig(configuration.jobs, maxRunning: configuration.settings.maxRunning, pools: configuration.settings.pools)
             // After a tzdata update: read the zone files again and move calendar jobs to the new rules.
             SystemTimeZones.forgetLoadedZones()
             await registry.reloadZones()

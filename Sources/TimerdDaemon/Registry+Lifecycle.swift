@@ -19,7 +19,7 @@ extension Registry {
     ///
     /// Checked whole first: a config job whose name a runtime job already has is an `invalid-config` error
     /// and nothing changes. A job whose zone cannot be read is logged and left as it was.
-    func applyConfig(_ configured: [ConfiguredJob], maxRunning: Int) throws(TimerdError) -> ReloadSummary {
+    func applyConfig(_ configured: [ConfiguredJob], maxRunning: Int, pools: [String: Int] = [:]) throws(TimerdError) -> ReloadSummary {
         var declared: [DeclaredJob] = []
         for item in configured {
             let existing = engine.job(item.spec.name)
@@ -38,7 +38,7 @@ extension Registry {
         engine.settings.userMaxJobs = access.settings.userMaxJobs
         engine.settings.userMaxRunsPerMinute = access.settings.userMaxRunsPerMinute
         let before = Dictionary(uniqueKeysWithValues: engine.jobs.map { ($0.key, (id: $0.value.id, spec: $0.value.spec, config: $0.value.origin != .runtime)) })
-        _ = try deliver(.reload(declared, maxRunning: maxRunning))?.get()
+        _ = try deliver(.reload(declared, maxRunning: maxRunning, pools: pools))?.get()
         var summary = ReloadSummary()
         for (name, old) in before.sorted(by: { $0.key < $1.key }) where old.config && engine.job(name)?.id != old.id {
             summary.removed.append(name.rawValue)

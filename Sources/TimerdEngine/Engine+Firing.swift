@@ -62,13 +62,17 @@ extension Engine {
     /// Starts a run now, or parks it until a run slot frees up (`max_running`).
     mutating func startOrWait(_ job: EngineJob, _ pending: PendingFire) -> String {
         let name = job.name
-        guard runningTotal >= settings.maxRunning else {
+        // Fires of its pool that wait already go first.
+        let poolWaits = job.spec.pool.map { pool in waiting.contains { jobs[$0.name]?.spec.pool == pool } } ?? false
+        guard runningTotal >= settings.maxRunning || poolIsFull(job) || poolWaits else {
             startRun(job, pending)
             return "started"
         }
         job.waitingForSlot += 1
         waiting.append((name, job.id, pending))
-        let reason = "fire waits for a run slot (max_running=\(settings.maxRunning) runs already going)"
+        let reason = runningTotal >= settings.maxRunning
+            ? "fire waits for a run slot (max_running=\(settings.maxRunning) runs already going)"
+            : "fire waits for a slot of pool \(job.spec.pool!) (max_running=\(settings.pools[job.spec.pool!] ?? 0) of its runs already going)"
         log(.notice, name, reason)
         noteWaiting(job, pending, outcome: .waiting, reason: reason)
         return "waiting"
@@ -85,6 +89,10 @@ extension Engine {
             lateness: lateness, sequence: pending.sequence, attempt: pending.attempt, parameters: pending.parameters))
         job.lastStarted = (runID, now.wall, lateness)
         runningTotal += 1
+        if let pool = job.spec.pool, settings.pools[pool] != nil {
+            runningByPool[pool, default: 0] += 1
+            runPools[RunKey(jobID: job.id, run: runID)] = pool
+        }
         out.append(.startRun(RunStart(
             job: name, jobID: job.id, run: runID, kind: pending.kind, scheduled: pending.scheduledWall, lateness: lateness,
             attempt: pending.attempt, parameters: pending.parameters, specBox: job.specBox, ownerUID: job.ownerUID)))
@@ -142,6 +150,9 @@ extension Engine {
 
     mutating func runFinished(_ name: JobName, jobID: UInt64, run runID: Int, outcome: RunOutcome) {
         runningTotal -= 1
+        if let pool = runPools.removeValue(forKey: RunKey(jobID: jobID, run: runID)) {
+            runningByPool[pool, default: 1] -= 1
+        }
         runsByResult[outcome.result] += 1
         if let job = jobs[name], job.id == jobID {
             let finished = job.active.first { $0.id == runID }
@@ -238,14 +249,31 @@ extension Engine {
         return delay
     }
 
-    /// Starts parked fires while there are free run slots, oldest first.
+    /// Starts parked fires while there are free run slots, oldest first; one whose pool is full waits on
+    /// without holding up those behind it.
     mutating func startWaitingRuns() {
-        while runningTotal < settings.maxRunning, !waiting.isEmpty, !shuttingDown {
-            let next = waiting.removeFirst()
-            guard let job = jobs[next.name], job.id == next.jobID, !isCancelPending(job) else { continue }
+        var index = 0
+        while runningTotal < settings.maxRunning, index < waiting.count, !shuttingDown {
+            let next = waiting[index]
+            guard let job = jobs[next.name], job.id == next.jobID, !isCancelPending(job) else {
+                waiting.remove(at: index)
+                continue
+            }
+            if poolIsFull(job) {
+                index += 1
+                continue
+            }
+            waiting.remove(at: index)
             job.waitingForSlot -= 1
             startRun(job, next.fire)
         }
+    }
+
+    /// Whether the job's pool has as many runs going as its `max_running` (false without a pool, or for a
+    /// pool the config no longer declares).
+    func poolIsFull(_ job: EngineJob) -> Bool {
+        guard let pool = job.spec.pool, let cap = settings.pools[pool] else { return false }
+        return runningByPool[pool, default: 0] >= cap
     }
 
     /// Starts the next missed fire queued by `catchUp` once the job has nothing running; called again

@@ -23,6 +23,11 @@ extension Engine {
         if !request.owner.isAdmin, owned >= maxJobs {
             throw TimerdError(.tooManyJobs, "uid \(request.owner.uid) already has \(maxJobs) jobs (user_max_jobs); cancel some first")
         }
+        if let pool = spec.pool, settings.pools[pool] == nil {
+            let known = settings.pools.keys.sorted()
+            throw TimerdError(.badArgument, "pool: no pool named \"\(pool)\" in timerd's config ("
+                + (known.isEmpty ? "it declares none" : "it has \(known.joined(separator: ", "))") + ")", key: "pool")
+        }
         if case .at(let time) = spec.schedule, request.origin == .runtime, time < now.wall {
             throw TimerdError(.badArgument, "at: \(RFC3339.format(time)) is in the past", key: "at")
         }
@@ -475,7 +480,7 @@ extension Engine {
     /// new spec (keeping counters and pause), removed ones are cancelled, runtime jobs are untouched.
     /// Checked whole first: a config job whose name a runtime job has is an `invalid-config` error and
     /// nothing changes.
-    mutating func applyConfig(_ declared: [DeclaredJob], maxRunning: Int) throws(TimerdError) {
+    mutating func applyConfig(_ declared: [DeclaredJob], maxRunning: Int, pools: [String: Int] = [:]) throws(TimerdError) {
         let conflicts = declared.compactMap { job -> String? in
             if addsBeingSaved.names.contains(job.spec.name) {
                 return "\(job.file):\(job.line): job \"\(job.spec.name)\" has the name of a job being added at run time"
@@ -484,6 +489,14 @@ extension Engine {
             return "\(job.file):\(job.line): job \"\(job.spec.name)\" has the name of a job added at run time (cancel that one first)"
         }
         guard conflicts.isEmpty else { throw TimerdError(.invalidConfig, conflicts.joined(separator: "; ")) }
+        // The pools before the jobs, which are checked against them.
+        if pools != settings.pools {
+            let before = settings.pools
+            for (name, cap) in pools.sorted(by: { $0.key < $1.key }) where before[name] != cap {
+                log(.info, "pool \(name): max_running is now \(cap)" + (before[name].map { " (was \($0))" } ?? ""))
+            }
+            settings.pools = pools
+        }
 
         let names = Set(declared.map(\.spec.name))
         for name in jobs.keys.sorted() where jobs[name]!.origin != .runtime && !names.contains(name) {
@@ -519,8 +532,8 @@ extension Engine {
             let previous = settings.maxRunning
             log(.info, "max_running is now \(maxRunning) (was \(previous))")
             settings.maxRunning = maxRunning
-            startWaitingRuns()
         }
+        startWaitingRuns()
     }
 
     // MARK: - Stopping

@@ -102,7 +102,7 @@ package enum Input: Sendable {
     case runNow(JobName, by: Requester, parameters: RunParameters = RunParameters(), force: Bool = false)
     case switchMode(String)
     /// The config was read (at start-up, or again): its jobs and `max_running`.
-    case reload([DeclaredJob], maxRunning: Int)
+    case reload([DeclaredJob], maxRunning: Int, pools: [String: Int] = [:])
     /// Start-up, after the config: the runtime jobs and config jobs' last fires from `state.db`.
     case restore(RestoredState)
     /// The records of a request's change (`Effect.writeAhead`) are durable: the change takes effect.
@@ -181,6 +181,8 @@ package struct EngineSettings: Sendable {
     package var daemonUID: UInt32
     /// Whether to emit `Effect.log` (the daemon logs; `simulate` prints decisions only).
     package var logs = true
+    /// `[pool "NAME"]`: the most runs at once of the jobs in each pool (`pool=NAME`).
+    package var pools: [String: Int] = [:]
 
     package init(maxRunning: Int = 64, userMaxRunsPerMinute: Int = 600, userMaxJobs: Int = 1_000, machineID: String = "",
                  seed: UInt64 = 0, clusterNode: String? = nil, fireRecordsKept: Int = Limits.fireRecordsKept,
@@ -208,6 +210,9 @@ package struct Engine: Sendable {
     package internal(set) var jobs = JobTable()
     /// Fires waiting for a run slot, oldest first.
     var waiting: [(name: JobName, jobID: UInt64, fire: PendingFire)] = []
+    /// Runs going in each pool, and the pool of each run going in one (by job id and run number).
+    var runningByPool: [String: Int] = [:]
+    var runPools: [RunKey: String] = [:]
     package internal(set) var runningTotal = 0
     /// Runs of jobs removed while running (still counted in `runningTotal`).
     var orphanRuns: [(job: JobName, jobID: UInt64, run: Int)] = []
@@ -274,8 +279,8 @@ package struct Engine: Sendable {
             answer = request(input)
         case .switchMode(let mode):
             answer = .success(.released(switchMode(to: mode)))
-        case .reload(let declared, let maxRunning):
-            answer = Result { () throws(TimerdError) in try applyConfig(declared, maxRunning: maxRunning); return .done }
+        case .reload(let declared, let maxRunning, let pools):
+            answer = Result { () throws(TimerdError) in try applyConfig(declared, maxRunning: maxRunning, pools: pools); return .done }
         case .changeSaved(let number):
             if let change = awaitingSave.removeValue(forKey: number) {
                 addsBeingSaved.remove(change)
@@ -416,4 +421,10 @@ package struct SplitMix64: RandomNumberGenerator, Sendable {
         z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
         return z ^ (z >> 31)
     }
+}
+
+/// A run by its job's id and its number.
+struct RunKey: Hashable, Sendable {
+    var jobID: UInt64
+    var run: Int
 }

@@ -17,6 +17,8 @@ package struct Simulation {
         /// At each instant, the wall clock is set by the offset.
         package var clockSteps: [(at: WallTime, offset: Duration)] = []
         package var maxRunning = Limits.defaultMaxRunning
+        /// The config's `[pool "NAME"]` caps.
+        package var pools: [String: Int] = [:]
         package var machineID = ""
         package var seed: UInt64 = 0
 
@@ -122,7 +124,7 @@ package struct Simulation {
         if let first = downs.first, first.lowerBound <= options.from {
             isDown = true
         } else {
-            apply(engine.handle(.reload(jobs, maxRunning: options.maxRunning), at: now))
+            apply(engine.handle(.reload(jobs, maxRunning: options.maxRunning, pools: options.pools), at: now))
         }
         while true {
             // The next thing that happens, on the true time line; ties: runs end first, then the host
@@ -236,7 +238,7 @@ package struct Simulation {
         isDown = false
         emit(Line(at: now.wall, job: nil, event: "start"))
         engine = Engine(settings: Self.settings(options))
-        apply(engine.handle(.reload(jobs, maxRunning: options.maxRunning), at: now))
+        apply(engine.handle(.reload(jobs, maxRunning: options.maxRunning, pools: options.pools), at: now))
         apply(engine.handle(.restore(store), at: now))
     }
 

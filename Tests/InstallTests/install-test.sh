@@ -270,7 +270,10 @@ expect_completion() {
     if [[ $got == "$want" ]]; then pass "$description"; else fail "$description" "want: '$want'"$'\n'"got:  '$got'"; fi
 }
 expect_completion "completion: timerctl pa<TAB> -> pause" "pause" timerctl pa
-expect_completion "completion: timerctl add x --kil<TAB> -> --kill-grace" "--kill-grace" timerctl add x --kil
+expect_completion "completion: timerctl add x --kill-g<TAB> -> --kill-grace" "--kill-grace" timerctl add x --kill-g
+expect_completion "completion: timerctl add x --kill-mode <TAB> -> modes" "control-group mixed process" \
+    timerctl add x --kill-mode ""
+expect_completion "completion: timerctl run x --f<TAB> -> --force" "--force" timerctl run x --f
 expect_completion "completion: timerctl add x --overlap <TAB> -> policies" "skip queue allow replace" \
     timerctl add x --overlap ""
 expect_completion "completion: timerctl exec --rep<TAB> -> --repeats" "--repeats" timerctl exec --rep

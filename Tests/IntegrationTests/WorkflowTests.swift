@@ -111,5 +111,39 @@ import Testing
         #expect(try daemon.request("ADD hook every=1h webhook=http://127.0.0.1:9/") == "OK")
         #expect(try daemon.request("RUN hook -- x").hasPrefix("ERR bad-argument hook sends a webhook"))
     }
+
+    @Test func aPoolLetsOneOfItsJobsRunAtATime() throws {
+        let gate = "$DIR/gate"
+        let daemon = try Daemon(config: """
+            [pool "heavy"]
+            max_running = 1
+
+            [job "one"]
+            every = 1h
+            pool = heavy
+            command = echo one >> $DIR/order; while [ ! -e \(gate) ]; do sleep 0.01; done
+
+            [job "two"]
+            every = 1h
+            pool = heavy
+            command = echo two >> $DIR/order
+
+            [job "free"]
+            every = 1h
+            command = echo free >> $DIR/order
+            """)
+        #expect(try daemon.request("RUN one") == #"OK {"status":"started"}"#)
+        eventually("one started") { daemon.lines("order") == ["one"] }
+        #expect(try daemon.request("RUN two") == #"OK {"status":"waiting"}"#)
+        #expect(try daemon.request("RUN free") == #"OK {"status":"started"}"#)
+        eventually("free ran") { daemon.lines("order") == ["one", "free"] }
+        #expect(try daemon.show("two")["pending"] as? Int == 1)
+        #expect(daemon.logShows("job=two fire waits for a slot of pool heavy (max_running=1 of its runs already going)"))
+        _ = FileManager.default.createFile(atPath: daemon.directory + "/gate", contents: nil)
+        eventually("two ran after one") { daemon.lines("order") == ["one", "free", "two"] }
+        // A job over the socket must name a pool of the config.
+        let refused = try daemon.request("ADD x every=1h pool=nope command=true")
+        #expect(refused.hasPrefix(#"ERR bad-argument pool: no pool named "nope" in timerd's config (it has heavy)"#), "\(refused)")
+    }
 }
 

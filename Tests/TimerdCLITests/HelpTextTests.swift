@@ -79,7 +79,7 @@ struct HelpTextTests {
               --body TEXT                   Request body, with {job} {run} {scheduled_at} {fired_at} {meta.KEY} filled in.
               --content-type TYPE           With --webhook: the body's Content-Type (default application/json).
               --expect STATUSES             With --webhook: statuses that count as success, e.g. 204,200-299 (default 2xx).
-              --retries N                   With --webhook: retry a failed attempt up to N times (0-10, default 0).
+              --retries N                   Retry a failed attempt up to N times (0-10, default 0); a command's each as a run of its own.
               --retry-backoff DUR           Wait DUR/2 to DUR before the first retry, doubling per retry (default 1s).
               --redirects N                 With --webhook: follow up to N redirects (0-10, default 0: none followed).
               --ca-file PATH                Verify https servers with this PEM CA bundle (default: the system's CAs).
@@ -116,6 +116,7 @@ struct HelpTextTests {
               --success-exit-codes LIST     Exit statuses that mean success, e.g. 0,3 or 0-2 (default 0).
               --fail-on-stderr              A run that writes anything to stderr fails, whatever its exit status.
               --pause-after-failures N      Pause the job after N failed runs in a row (resume starts counting again).
+              --pool POOL                   Wait for a slot of this pool of the config ([pool "POOL"] max_running = N) to run.
               --overlap POLICY              When still running at a fire: skip (default), queue, allow or replace.
               --env NAME=VALUE              Set an environment variable for the command (repeatable).
               --meta KEY=VALUE              Attach user info, passed as TIMERD_META_KEY (repeatable).

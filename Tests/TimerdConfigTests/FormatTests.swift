@@ -180,7 +180,7 @@ struct FormatTests {
     @Test func parseFromString() throws {
         let config = try ConfigLoader.parse("[job \"a\"]\nevery = 1s\ncommand = true\n")
         #expect(config.jobs[0].file == "timerd.conf")
-        #expect(throws: ConfigErrors([Diagnostic(file: "x.conf", line: 1, message: "unknown section [jobs] (expected [daemon], [cluster] or [job \"NAME\"])")])) {
+        #expect(throws: ConfigErrors([Diagnostic(file: "x.conf", line: 1, message: "unknown section [jobs] (expected [daemon], [cluster], [pool \"NAME\"] or [job \"NAME\"])")])) {
             try ConfigLoader.parse("[jobs]\n", path: "x.conf")
         }
     }

@@ -24,7 +24,7 @@ struct SectionTests {
             command = true
             """
         #expect(problems(text) == [
-            at(1, "unknown section [jobs] (expected [daemon], [cluster] or [job \"NAME\"])"),
+            at(1, "unknown section [jobs] (expected [daemon], [cluster], [pool \"NAME\"] or [job \"NAME\"])"),
             at(3, "the job name must be in double quotes: write [job \"hello\"]"),
             at(6, "[job] needs a name: write [job \"NAME\"]"),
             at(6, "a schedule is required: every=DUR, in=DUR, at=TIME, cron=EXPR or calendar=SPEC"),
@@ -32,6 +32,39 @@ struct SectionTests {
             at(7, "the job name must be in double quotes: write [job \"x\"]"),
             at(10, "[daemon] takes no name: write [daemon]"),
             at(11, "invalid job name \"bad name!\": only letters, digits, '_', '.' and '-' are allowed"),
+        ])
+    }
+
+    @Test func poolsAndTheJobsInThem() throws {
+        let config = try ConfigLoader.parse("""
+            [pool "heavy"]
+            max_running = 2
+
+            [job "backup"]
+            every = 1h
+            pool = heavy
+            command = true
+            """)
+        #expect(config.settings.pools == ["heavy": 2])
+        #expect(config.jobs[0].spec.pool == "heavy")
+        #expect(problems("""
+            [pool "heavy"]
+            max_running = 0
+            colour = red
+            [pool "heavy"]
+            [pool light]
+            [pool "idle"]
+            [job "x"]
+            every = 1h
+            pool = nope
+            command = true
+            """) == [
+            at(2, "max_running: expected a whole number of runs at once from 1 to 1000000, got \"0\""),
+            at(3, "unknown key \"colour\" in [pool \"heavy\"] (a pool takes max_running)"),
+            at(4, "pool \"heavy\" is already declared at \(mainPath):1"),
+            at(5, "[pool] needs a name in double quotes: write [pool \"NAME\"]"),
+            at(6, "[pool \"idle\"] needs max_running = N (the most runs of its jobs at once)"),
+            at(7, "pool: no pool named \"nope\" (declare it: [pool \"nope\"] with max_running = N)"),
         ])
     }
 
@@ -268,7 +301,7 @@ struct SectionTests {
             at(2, "max_running: expected a whole number ≥ 1, got \"many\""),
             at(7, "every: invalid duration \"1 s x\": expected a number (examples: 250ms, 5s, 1m30s, 2h, 1d, 5min)"),
             at(8, "unknown key \"commnd\" (did you mean command?)"),
-            at(9, "unknown section [nonsense] (expected [daemon], [cluster] or [job \"NAME\"])"),
+            at(9, "unknown section [nonsense] (expected [daemon], [cluster], [pool \"NAME\"] or [job \"NAME\"])"),
         ])
     }
 

@@ -63,7 +63,7 @@ struct JobSpecTests {
         #expect(Set(JobSpec.keys).subtracting(used).subtracting(Webhook.keys)
             == Set(["in", "at", "command", "webhook", "on_failure", "on_recovery", "cron", "calendar", "timezone", "dst_gap",
                 "dst_repeat", "jitter", "fixed_jitter", "misfire", "misfire_grace", "history_limit", "cluster"]
-                + ResourceSettings.keys + ["success_exit_codes", "fail_on_stderr", "pause_after_failures"]))  // covered in ResourceSettingsTests, below
+                + ResourceSettings.keys + ["success_exit_codes", "fail_on_stderr", "pause_after_failures", "pool"]))  // covered in ResourceSettingsTests, below
     }
 
     @Test("success_exit_codes and fail_on_stderr say what counts as failure, only for commands")
@@ -468,7 +468,7 @@ struct JobSpecTests {
         "jitter": "1s", "fixed_jitter": "yes", "misfire": "once", "misfire_grace": "5s", "history_limit": "7",
         "cluster": "yes", "memory_max": "1G", "memory_high": "512M", "memory_swap_max": "0", "cpu_quota": "50%",
         "cpu_weight": "50", "io_weight": "50", "tasks_max": "64", "nice": "5", "ionice": "idle", "oom_score_adj": "500",
-        "success_exit_codes": "0,3", "fail_on_stderr": "yes", "pause_after_failures": "3",
+        "success_exit_codes": "0,3", "fail_on_stderr": "yes", "pause_after_failures": "3", "pool": "heavy",
     ].merging(ProcessLimit.Kind.allCases.map { ($0.key, "1") }) { $1 }
 
     @Test("non-repeatable keys given twice", arguments: singleKeys)
@@ -525,7 +525,7 @@ struct JobSpecTests {
             "tasks_max", "nice", "ionice", "oom_score_adj", "limit_cpu", "limit_fsize", "limit_data", "limit_stack",
             "limit_core", "limit_rss", "limit_nproc", "limit_nofile", "limit_memlock", "limit_as", "limit_locks",
             "limit_sigpending", "limit_msgqueue", "limit_nice", "limit_rtprio", "limit_rttime", "success_exit_codes",
-            "fail_on_stderr", "pause_after_failures", "overlap", "env", "meta",
+            "fail_on_stderr", "pause_after_failures", "pool", "overlap", "env", "meta",
             "cwd", "user", "group", "owner", "tag", "modes", "on_failure", "on_recovery", "history_limit", "cluster",
         ])
         #expect(JobSpec.repeatableKeys == ["env", "meta", "tag", "header"])

@@ -169,6 +169,31 @@ import TimerdCore
         #expect(driver.effects.contains { if case .disarm = $0 { return true } else { return false } })
     }
 
+    @Test func aPoolCapsItsJobsRunsWithoutHoldingUpOthers() {
+        var settings = EngineSettings(maxRunning: 10)
+        settings.pools = ["heavy": 1]
+        var driver = Driver(settings: settings)
+        _ = driver.add("a", ["every": "10s", "pool": "heavy"])
+        _ = driver.add("b", ["every": "10s", "pool": "heavy"])
+        _ = driver.add("c", ["every": "10s"])
+        #expect(driver.add("d", ["every": "10s", "pool": "nope"])?.code == .badArgument)
+        driver.clock.advance(by: .seconds(10))
+        let a = driver.engine.job(T.name("a"))!, b = driver.engine.job(T.name("b"))!, c = driver.engine.job(T.name("c"))!
+        driver.handle(.deadlineReached(a.spec.name, jobID: a.id))
+        let run = driver.starts[0]
+        driver.handle(.deadlineReached(b.spec.name, jobID: b.id))
+        #expect(driver.starts.isEmpty)
+        #expect(driver.decisions.contains { decision in
+            if case .queued(b.spec.name, _, let reason) = decision { return reason.contains("slot of pool heavy") }
+            return false
+        })
+        // Outside the pool, c starts though b waits.
+        driver.handle(.deadlineReached(c.spec.name, jobID: c.id))
+        #expect(driver.starts.map(\.job) == [c.spec.name])
+        driver.finish(run)
+        #expect(driver.starts.map(\.job) == [b.spec.name])
+    }
+
     @Test func maxRunningParksFiresUntilASlotFrees() {
         var driver = Driver(settings: EngineSettings(maxRunning: 1))
         _ = driver.add("a", ["every": "10s", "overlap": "allow"])
