@@ -25,6 +25,7 @@ struct RareKeys: Equatable, Sendable {
         var pauseAfterFailures: Int?
         var commandRetries: RetryPolicy?
         var pool: String?
+        var logFile: LogFileSpec?
     }
 
     private final class Box: Sendable {
@@ -110,6 +111,12 @@ extension JobSpec {
         set { rare.values.pool = newValue }
     }
 
+    /// Where each run's output is appended (`log_file`, `log_max_size`, `log_keep`); nil: only timerd's log.
+    public var logFile: LogFileSpec? {
+        get { rare.values.logFile }
+        set { rare.values.logFile = newValue }
+    }
+
     /// Pause the job after this many failed runs in a row (`pause_after_failures`; nil: never).
     public var pauseAfterFailures: Int? {
         get { rare.values.pauseAfterFailures }
@@ -174,5 +181,22 @@ extension JobSpec {
     public var cluster: Bool? {
         get { rare.values.cluster }
         set { rare.values.cluster = newValue }
+    }
+}
+
+/// `log_file=PATH` with `log_max_size` (default 10M) and `log_keep` (default 5): a job's runs' output in a
+/// file of its own, rotated.
+public struct LogFileSpec: Equatable, Sendable {
+    public var path: String
+    public var maxSize: Int
+    public var keep: Int
+
+    public static let defaultMaxSize = 10 << 20
+    public static let defaultKeep = 5
+
+    public init(path: String, maxSize: Int = defaultMaxSize, keep: Int = defaultKeep) {
+        self.path = path
+        self.maxSize = maxSize
+        self.keep = keep
     }
 }

@@ -123,7 +123,8 @@ public struct JobSpec: Equatable, Sendable {
         "content_type", "expect", "retries", "retry_backoff", "redirects", "ca_file", "insecure", "timeout",
         "kill_grace", "kill_mode",
     ] + ResourceSettings.keys + [
-        "success_exit_codes", "fail_on_stderr", "pause_after_failures", "pool", "overlap", "env", "meta", "cwd", "user", "group", "owner", "tag", "modes", "on_failure",
+        "success_exit_codes", "fail_on_stderr", "pause_after_failures", "pool", "log_file", "log_max_size", "log_keep",
+        "overlap", "env", "meta", "cwd", "user", "group", "owner", "tag", "modes", "on_failure",
         "on_recovery", "history_limit", "cluster",
     ]
     /// Keys anyone may see of anyone's job: the name, schedule, limits and labels. The rest (the action,
@@ -308,7 +309,8 @@ public struct JobSpec: Equatable, Sendable {
         }
         if case .webhook = action,
            let key = user != nil ? "user" : group != nil ? "group"
-               : (["kill_mode", "success_exit_codes", "fail_on_stderr"] + ResourceSettings.keys).first(where: { single[$0] != nil }) {
+               : (["kill_mode", "success_exit_codes", "fail_on_stderr", "log_file", "log_max_size", "log_keep"] + ResourceSettings.keys)
+                   .first(where: { single[$0] != nil }) {
             throw TimerdError(.badArgument, "\(key) applies only to commands (webhooks are sent by timerd itself)", key: key)
         }
         let killMode = try single["kill_mode"].map { text throws(TimerdError) in
@@ -345,6 +347,7 @@ public struct JobSpec: Equatable, Sendable {
             try ExecRequest.parseBool(text, key: "fail_on_stderr")
         }
         self.pool = try single["pool"].map { text throws(TimerdError) in try Mode.validName(text, key: "pool", what: "pool name") }
+        self.logFile = try Self.logFile(single)
         if let text = single["pause_after_failures"] {
             guard text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let count = Int(text), (1...Limits.maximumPauseAfterFailures).contains(count) else {
                 throw TimerdError(.badArgument, "pause_after_failures: expected a number of failed runs in a row from 1 to \(Limits.maximumPauseAfterFailures), got \"\(text)\"",
@@ -355,6 +358,33 @@ public struct JobSpec: Equatable, Sendable {
             }
             self.pauseAfterFailures = count
         }
+    }
+
+    /// `log_file` (an absolute path), with `log_max_size` (a size, at least 4K) and `log_keep` (0 to 100).
+    static func logFile(_ single: [String: String]) throws(TimerdError) -> LogFileSpec? {
+        guard let path = single["log_file"] else {
+            if let key = ["log_max_size", "log_keep"].first(where: { single[$0] != nil }) {
+                throw TimerdError(.badArgument, "\(key) applies only with log_file=PATH", key: key)
+            }
+            return nil
+        }
+        guard path.hasPrefix("/"), !path.hasSuffix("/") else {
+            throw TimerdError(.badArgument, "log_file must be an absolute path to a file, got \"\(path)\"", key: "log_file")
+        }
+        var spec = LogFileSpec(path: path)
+        if let text = single["log_max_size"] {
+            guard let size = ByteCount.parse(text), size >= 4_096 else {
+                throw TimerdError(.badArgument, "log_max_size: expected a size of at least 4K, like 512K or 10M, got \"\(text)\"", key: "log_max_size")
+            }
+            spec.maxSize = size
+        }
+        if let text = single["log_keep"] {
+            guard text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let keep = Int(text), (0...100).contains(keep) else {
+                throw TimerdError(.badArgument, "log_keep: expected a whole number of old files from 0 to 100, got \"\(text)\"", key: "log_keep")
+            }
+            spec.keep = keep
+        }
+        return spec
     }
 
     /// The keys of retries, which webhooks (each attempt within one run) and commands (each attempt a run)
@@ -520,6 +550,11 @@ public struct JobSpec: Equatable, Sendable {
         if let failOnStderr { list.append(KeyValue("fail_on_stderr", failOnStderr ? "yes" : "no")) }
         if let pauseAfterFailures { list.append(KeyValue("pause_after_failures", String(pauseAfterFailures))) }
         if let pool { list.append(KeyValue("pool", pool)) }
+        if let logFile {
+            list.append(KeyValue("log_file", logFile.path))
+            if logFile.maxSize != LogFileSpec.defaultMaxSize { list.append(KeyValue("log_max_size", ByteCount.format(UInt64(logFile.maxSize)))) }
+            if logFile.keep != LogFileSpec.defaultKeep { list.append(KeyValue("log_keep", String(logFile.keep))) }
+        }
         if overlap != .skip { list.append(KeyValue("overlap", overlap.rawValue)) }
         list += env.map { KeyValue("env", "\($0.key)=\($0.value)") }
         list += meta.map { KeyValue("meta", "\($0.key)=\($0.value)") }

@@ -94,6 +94,8 @@ actor CommandRun: RunHandle {
     private var streams: [OutputStream] = []
     /// With `fail_on_stderr`: the first line the run wrote to stderr, once it has written anything there.
     private var firstErrorLine: [UInt8]?
+    /// `log_file`: where the output goes too, once the program has started.
+    private var logFile: RunLogFile?
     private var timeoutTimer: (any DispatchSourceTimer)?
     private var killTimer: (any DispatchSourceTimer)?
     private var tail: [UInt8] = []
@@ -235,6 +237,9 @@ actor CommandRun: RunHandle {
         for pipe in pipes { try? pipe.write.close() }
         self.child = child
         events(.started(pid: child.pid))
+        if let settings = request.logFile {
+            logFile = RunLogFile(settings, job: request.job, run: request.runID, started: clock.now().wall, log: log)
+        }
 
         let queue = executor.queue
         do {
@@ -460,6 +465,7 @@ actor CommandRun: RunHandle {
         }
         tail.append(contentsOf: chunk)
         if tail.count > Limits.outputTailBytes { tail.removeFirst(tail.count - Limits.outputTailBytes) }
+        logFile?.append(chunk)
         var start = chunk.startIndex
         for index in chunk.indices where chunk[index] == UInt8(ascii: "\n") {
             streams[stream].partialLine.append(contentsOf: chunk[start..<index])
@@ -607,6 +613,8 @@ actor CommandRun: RunHandle {
             result: result, exitCode: exitCode, signal: signal, reason: reason,
             output: String(decoding: tail, as: UTF8.self), finishedWall: now.wall, duration: now.mono - startedMono,
             usage: usage)
+        logFile?.end(outcome)
+        logFile = nil
         events(.finished(outcome))
     }
 

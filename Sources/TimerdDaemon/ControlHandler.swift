@@ -330,6 +330,9 @@ struct ControlHandler: Sendable {
         if case .webhook(let hook) = spec.action, hook.caFile != nil {
             throw denied("ca_file= is for root only: timerd would read the file with its own rights")
         }
+        if spec.logFile != nil {
+            throw denied("log_file= is for root only: timerd would write the file with its own rights")
+        }
         if let loosened = Self.loosened(spec.resources) { throw denied(loosened) }
         if let above = spec.resources.aboveCeiling(settings.userCeiling) {
             throw denied("\(above), the most a job of a user other than root may have")

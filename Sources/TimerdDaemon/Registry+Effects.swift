@@ -75,6 +75,7 @@ extension Registry {
             request.resources = Client.isAdmin(uid: ownerUID) ? start.spec.resources
                 : start.spec.resources.capped(by: access.settings.userCeiling)
             request.successExitCodes = start.spec.successExitCodes ?? [0]
+            request.logFile = start.spec.logFile.map { RunLogFile.Settings(path: $0.path, maxSize: $0.maxSize, keep: $0.keep) }
             request.failOnStderr = start.spec.failOnStderr ?? false
             request.environment = environment(for: start.spec, runID: start.run, scheduled: start.scheduled, runAs: request.runAs)
             if start.spec.commandRetries != nil { request.environment["TIMERD_ATTEMPT"] = String(start.attempt) }

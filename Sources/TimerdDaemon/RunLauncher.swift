@@ -25,6 +25,8 @@ struct RunRequest: Sendable {
     var failOnStderr = false
     /// Arguments of a run by hand (`RUN … -- ARG…`): after a program job's own, or `$1`… of a command's shell.
     var extraArguments: [String] = []
+    /// Where the run's output is appended too (`log_file`).
+    var logFile: RunLogFile.Settings?
 }
 
 /// The user (and group) a command runs as. Resolved by the launcher just before the run, so a changed

@@ -145,5 +145,29 @@ import Testing
         let refused = try daemon.request("ADD x every=1h pool=nope command=true")
         #expect(refused.hasPrefix(#"ERR bad-argument pool: no pool named "nope" in timerd's config (it has heavy)"#), "\(refused)")
     }
+
+    @Test func aLogFileGetsEachRunBetweenHeaderAndTrailerAndRotates() throws {
+        let daemon = try Daemon()
+        let path = daemon.directory + "/runs.log"
+        // Each run writes 3 KiB: with a 4 KiB limit the file turns over at the start of every second run.
+        let command = "head -c 3000 /dev/zero | tr '\\0' x; echo; echo run $TIMERD_RUN"
+        #expect(try daemon.request("ADD logged every=50ms count=5 log_file=\(path) log_max_size=4K log_keep=1 "
+                                   + "command=\(Words.quote(command))") == "OK")
+        try eventually("five runs") { try daemon.show("logged")["runs"] as? Int == 5 && daemon.show("logged")["running"] as? Int == 0 }
+        // The trailers are written behind the runs' ends, on the log files' queue.
+        var text = ""
+        eventually("the last run's trailer") {
+            text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+            return text.contains("==> job=logged run=5 ended ")
+        }
+        let lines = text.split(separator: "\n").map(String.init)
+        #expect(lines.first?.hasPrefix("==> job=logged run=5 started ") == true, "\(lines.prefix(3))")
+        #expect(lines.contains("run 5"))
+        #expect(lines.last?.hasSuffix(": ok (exited with status 0) <==") == true, "\(lines.suffix(2))")
+        // One older file kept (log_keep=1), holding the run before.
+        let older = (try? String(contentsOfFile: path + ".1", encoding: .utf8)) ?? ""
+        #expect(older.contains("==> job=logged run=4 started ") && older.contains("run 4"), "\(older.suffix(200))")
+        #expect(!FileManager.default.fileExists(atPath: path + ".2"))
+    }
 }
 

@@ -117,6 +117,9 @@ struct HelpTextTests {
               --fail-on-stderr              A run that writes anything to stderr fails, whatever its exit status.
               --pause-after-failures N      Pause the job after N failed runs in a row (resume starts counting again).
               --pool POOL                   Wait for a slot of this pool of the config ([pool "POOL"] max_running = N) to run.
+              --log-file PATH               Append each run's output to PATH too, between header and trailer lines.
+              --log-max-size SIZE           With --log-file: rotate the file once it reaches SIZE (default 10M).
+              --log-keep N                  With --log-file: keep N rotated files, PATH.1 to PATH.N (0-100, default 5).
               --overlap POLICY              When still running at a fire: skip (default), queue, allow or replace.
               --env NAME=VALUE              Set an environment variable for the command (repeatable).
               --meta KEY=VALUE              Attach user info, passed as TIMERD_META_KEY (repeatable).

@@ -63,7 +63,8 @@ struct JobSpecTests {
         #expect(Set(JobSpec.keys).subtracting(used).subtracting(Webhook.keys)
             == Set(["in", "at", "command", "webhook", "on_failure", "on_recovery", "cron", "calendar", "timezone", "dst_gap",
                 "dst_repeat", "jitter", "fixed_jitter", "misfire", "misfire_grace", "history_limit", "cluster"]
-                + ResourceSettings.keys + ["success_exit_codes", "fail_on_stderr", "pause_after_failures", "pool"]))  // covered in ResourceSettingsTests, below
+                + ResourceSettings.keys + ["success_exit_codes", "fail_on_stderr", "pause_after_failures", "pool", "log_file",
+                                           "log_max_size", "log_keep"]))  // covered in ResourceSettingsTests, below
     }
 
     @Test("success_exit_codes and fail_on_stderr say what counts as failure, only for commands")
@@ -79,6 +80,15 @@ struct JobSpecTests {
             }
         }
         #expect(try Self.spec(opts(("every", "1m"), ("pause_after_failures", "3"), ("webhook", "http://127.0.0.1/"))).pauseAfterFailures == 3)
+        let logged = try Self.spec(opts(("every", "1m"), ("log_file", "/var/log/b.log"), ("log_max_size", "512K"), ("log_keep", "0"), ("command", "x")))
+        #expect(logged.logFile == LogFileSpec(path: "/var/log/b.log", maxSize: 512 << 10, keep: 0))
+        #expect(try Self.spec(logged.options) == logged)
+        expectError(.badArgument, key: "log_file", mentions: ["absolute path"]) {
+            try Self.spec(opts(("every", "1m"), ("log_file", "b.log"), ("command", "x")))
+        }
+        expectError(.badArgument, key: "log_keep", mentions: ["only with log_file"]) {
+            try Self.spec(opts(("every", "1m"), ("log_keep", "3"), ("command", "x")))
+        }
         for bad in ["0", "1001", "x"] {
             expectError(.badArgument, key: "pause_after_failures", mentions: ["from 1 to 1000"]) {
                 try Self.spec(opts(("every", "1m"), ("pause_after_failures", bad), ("command", "x")))
@@ -469,6 +479,7 @@ struct JobSpecTests {
         "cluster": "yes", "memory_max": "1G", "memory_high": "512M", "memory_swap_max": "0", "cpu_quota": "50%",
         "cpu_weight": "50", "io_weight": "50", "tasks_max": "64", "nice": "5", "ionice": "idle", "oom_score_adj": "500",
         "success_exit_codes": "0,3", "fail_on_stderr": "yes", "pause_after_failures": "3", "pool": "heavy",
+        "log_file": "/var/log/x.log", "log_max_size": "1M", "log_keep": "2",
     ].merging(ProcessLimit.Kind.allCases.map { ($0.key, "1") }) { $1 }
 
     @Test("non-repeatable keys given twice", arguments: singleKeys)
@@ -525,7 +536,7 @@ struct JobSpecTests {
             "tasks_max", "nice", "ionice", "oom_score_adj", "limit_cpu", "limit_fsize", "limit_data", "limit_stack",
             "limit_core", "limit_rss", "limit_nproc", "limit_nofile", "limit_memlock", "limit_as", "limit_locks",
             "limit_sigpending", "limit_msgqueue", "limit_nice", "limit_rtprio", "limit_rttime", "success_exit_codes",
-            "fail_on_stderr", "pause_after_failures", "pool", "overlap", "env", "meta",
+            "fail_on_stderr", "pause_after_failures", "pool", "log_file", "log_max_size", "log_keep", "overlap", "env", "meta",
             "cwd", "user", "group", "owner", "tag", "modes", "on_failure", "on_recovery", "history_limit", "cluster",
         ])
         #expect(JobSpec.repeatableKeys == ["env", "meta", "tag", "header"])

@@ -180,6 +180,7 @@ struct FakeAccounts: AccountDirectory {
         #expect(await add("ADD e every=1h command=x group=bob", as: alice).hasPrefix("ERR permission-denied group=bob: alice is not a member"))
         #expect(await add("ADD f every=1h command=x group=ops user=alice", as: alice) == "OK")
         #expect(await add("ADD g every=1h webhook=https://127.0.0.1:9/ ca_file=/root/ca.pem", as: alice).hasPrefix("ERR permission-denied ca_file="))
+        #expect(await add("ADD g2 every=1h command=x log_file=/etc/cron.d/evil", as: alice).hasPrefix("ERR permission-denied log_file= is for root only"))
         #expect(await add("ADD h every=1h command=x user=mallory", as: root).hasPrefix("ERR bad-argument user: no such user"))
         #expect(await add("ADD i every=1h command=x user=bob", as: root) == "OK")
         #expect(await add("RELOAD", as: alice).hasPrefix("ERR permission-denied only root may use RELOAD"))
