@@ -264,6 +264,9 @@ struct spawn_block {
     volatile int stage;
     volatile int err;
     volatile int detail;
+    // The shared memory's peak resident size (KiB) just before execve, which Linux carries over into the
+    // child's own (exec_mmap): its rusage maxrss is no less than this.
+    volatile long long inherited_maxrss_kib;
     pid_t pid;
     const char *path;
     char **argv;
@@ -415,6 +418,9 @@ CHILD_CODE static int spawn_child(void *arg) {
         child_fail(args, TSYS_SPAWN_STAGE_SETUP, r);
     }
 
+    // RUSAGE_SELF's maxrss here is the shared memory's (timerd's) peak so far: what execve passes on.
+    struct rusage used;
+    if (!RAW_FAILED(RAW2(SYS_getrusage, RUSAGE_SELF, &used))) args->inherited_maxrss_kib = used.ru_maxrss;
     r = RAW3(SYS_execve, args->path, args->argv, args->envp);
     child_fail(args, TSYS_SPAWN_STAGE_EXEC, r);
 }
@@ -497,6 +503,7 @@ int tsys_spawn_start(pid_t *pid, struct tsys_spawn_pending **pending, const char
     block->stage = 0;
     block->err = 0;
     block->detail = 0;
+    block->inherited_maxrss_kib = 0;
 
     // Block every signal in this thread around clone: the child starts with this mask, and a
     // handler running in the child would run on shared memory with the parent's state. (Dispatch
@@ -554,11 +561,12 @@ static void spawn_wait(const struct tsys_spawn_pending *pending) {
     }
 }
 
-int tsys_spawn_finish(struct tsys_spawn_pending *pending, int *stage, int *detail) {
+int tsys_spawn_finish(struct tsys_spawn_pending *pending, int *stage, int *detail, long long *inherited_maxrss_kib) {
     struct spawn_block *block = (struct spawn_block *)pending;
     spawn_wait(pending);
     if (stage != NULL) *stage = block->stage;
     if (detail != NULL) *detail = block->detail;
+    if (inherited_maxrss_kib != NULL) *inherited_maxrss_kib = block->inherited_maxrss_kib;
     int err = block->stage == 0 ? 0 : (block->err != 0 ? block->err : EINVAL);
     free(block);
     return err;

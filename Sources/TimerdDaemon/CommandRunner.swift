@@ -113,6 +113,8 @@ actor CommandRun: RunHandle {
     /// What the main process and the children it reaped used (`wait4`), once it has been reaped having
     /// started its program.
     private var mainUsage: ResourceUsage?
+    /// The peak of timerd's memory that the child's own peak started from (`PendingExec.inheritedPeakBytes`).
+    private var inheritedPeak: Int64?
 
     init(request: RunRequest, executor: QueueExecutor, accounts: DispatchQueue, cgroups: RunCgroups?, log: Logger,
          clock: any Clock, events: @escaping @Sendable (RunEvent) -> Void) {
@@ -510,6 +512,7 @@ actor CommandRun: RunHandle {
             return finish(.failed, exitCode: nil, signal: nil, reason: failure.description)
         }
         mainUsage = usage
+        inheritedPeak = exec?.inheritedPeakBytes
         if let cgroup {
             // What the main process left in the cgroup is stopped as `kill_mode` says, and the run ends when
             // the cgroup is empty; under `process` it is left alone and the run ends now.
@@ -620,11 +623,14 @@ actor CommandRun: RunHandle {
 
     /// The main process's largest resident set as `wait4` gives it, if it is the program's own. The child
     /// shares timerd's memory until its `execve`, and Linux carries that memory's peak over into the
-    /// child's (`exec_mmap`: `setmax_mm_hiwater_rss`), so a figure no larger than timerd's own peak may be
-    /// timerd's: unknown (nil). A larger one can only be the program's, or of a process it reaped.
-    static func ownPeak(_ maxResident: Int64) -> Int64? {
-        guard let timerd = try? ProcessControl.peakResidentBytes(of: "self") else { return nil }
-        return maxResident > timerd ? maxResident : nil
+    /// child's (`exec_mmap`: `setmax_mm_hiwater_rss`), so a figure no larger than that peak, which the child
+    /// noted just before its `execve` (`inherited`), may be timerd's: unknown (nil). A larger one can only
+    /// be the program's, or of a process it reaped. (timerd's `VmHWM` read at the run's end is not a bound:
+    /// it can be lower than the peak the child carried over, which a loaded test run showed.)
+    static func ownPeak(_ maxResident: Int64, inherited: Int64?) -> Int64? {
+        guard let inherited else { return nil }
+        // 1 MiB of slack: timerd's other threads may grow its memory between the note and the execve.
+        return maxResident > inherited + (1 << 20) ? maxResident : nil
     }
 
     /// What the run used, once it has ended having started its program: everything in its cgroup where it
@@ -635,7 +641,7 @@ actor CommandRun: RunHandle {
         let io = cgroup?.ioBytes()
         return RunUsage(
             cpu: cgroup?.cpuUsage() ?? main.cpu,
-            memoryPeakBytes: cgroup?.memoryPeak() ?? Self.ownPeak(main.maxResidentBytes),
+            memoryPeakBytes: cgroup?.memoryPeak() ?? Self.ownPeak(main.maxResidentBytes, inherited: inheritedPeak),
             ioReadBytes: io?.read ?? main.blocksReadBytes,
             ioWriteBytes: io?.written ?? main.blocksWrittenBytes)
     }

@@ -97,17 +97,6 @@ public enum ProcessControl {
         return pages * UInt64(sysconf(Int32(_SC_PAGESIZE)))
     }
 
-    /// The most memory process `pid` (`"self"` for this one) has had resident (`VmHWM` in
-    /// /proc/PID/status), in bytes.
-    public static func peakResidentBytes(of pid: String) throws(Errno) -> Int64 {
-        let text = String(decoding: try FileSystem.readFile("/proc/\(pid)/status"), as: UTF8.self)
-        for line in text.split(separator: "\n") where line.hasPrefix("VmHWM:") {
-            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
-            if fields.count >= 2, let kib = Int64(fields[1]) { return kib * 1024 }
-        }
-        throw .invalidArgument
-    }
-
     /// Opens a close-on-exec pidfd for any process (not only a child): it becomes readable
     /// when the process ends. Throws ESRCH if there is no such process.
     ///

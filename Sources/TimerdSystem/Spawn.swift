@@ -350,6 +350,11 @@ public final class PendingExec: @unchecked Sendable {
         self.failure = failure
     }
 
+    /// Once `outcome` said the program started: the peak resident size of the caller's memory as the child
+    /// saw it just before its `execve`, which Linux carries over into the child's own (so a `wait4` max
+    /// RSS no larger than this says nothing of the program). Nil when unknown.
+    public private(set) var inheritedPeakBytes: Int64?
+
     /// Whether the child has called `execve` or exited (and `outcome` will not wait).
     public var settled: Bool { pending.map { tsys_spawn_settled($0) != 0 } ?? true }
 
@@ -361,7 +366,9 @@ public final class PendingExec: @unchecked Sendable {
         self.pending = nil
         var stage: Int32 = 0
         var detail: Int32 = 0
-        let status = tsys_spawn_finish(pending, &stage, &detail)
+        var inherited: Int64 = 0
+        let status = tsys_spawn_finish(pending, &stage, &detail, &inherited)
+        inheritedPeakBytes = inherited > 0 ? inherited * 1024 : nil
         guard status != 0 else { return nil }
         // The child says which step failed; the rest (the session, descriptors, signals) is part of
         // starting the program.
@@ -386,6 +393,6 @@ public final class PendingExec: @unchecked Sendable {
 
     deinit {
         // Freed only once the child no longer runs on it; a child still starting keeps it (a few pages).
-        if let pending, tsys_spawn_settled(pending) != 0 { _ = tsys_spawn_finish(pending, nil, nil) }
+        if let pending, tsys_spawn_settled(pending) != 0 { _ = tsys_spawn_finish(pending, nil, nil, nil) }
     }
 }

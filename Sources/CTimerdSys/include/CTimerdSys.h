@@ -117,9 +117,11 @@ int tsys_spawn_settled(const struct tsys_spawn_pending *pending);
 /// Waits until tsys_spawn_settled (a futex wait, woken by the kernel; at once after the child was seen
 /// to exit), then frees `pending`. Returns 0 if the child reached execve, else the errno of its
 /// failure with its TSYS_SPAWN_STAGE_* in `*stage` (and for TSYS_SPAWN_STAGE_RESOURCES which setting in
-/// `*detail`; either pointer may be NULL): the child has then exited with status 127, or is about to, and
-/// nothing of `path` ran (the caller reaps it).
-int tsys_spawn_finish(struct tsys_spawn_pending *pending, int *stage, int *detail);
+/// `*detail`): the child has then exited with status 127, or is about to, and nothing of `path` ran (the
+/// caller reaps it). `*inherited_maxrss_kib`: the peak resident size (KiB) of the memory the child shared
+/// with the caller, as the child saw it just before its execve, which Linux carries over into the child's
+/// own peak (its wait4 maxrss is no less; 0 if unknown). Any of the three pointers may be NULL.
+int tsys_spawn_finish(struct tsys_spawn_pending *pending, int *stage, int *detail, long long *inherited_maxrss_kib);
 
 #define TSYS_WAIT_EXITED 1    // `*value` is the exit code (0...255).
 #define TSYS_WAIT_SIGNALED 2  // `*value` is the terminating signal number.
