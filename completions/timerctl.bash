@@ -63,7 +63,7 @@ _timerctl() {
     local limit_flags="--limit-cpu --limit-fsize --limit-data --limit-stack --limit-core --limit-rss --limit-nproc --limit-nofile --limit-memlock --limit-as --limit-locks --limit-sigpending --limit-msgqueue --limit-nice --limit-rtprio --limit-rttime"
     local resource_flags="--memory-max --memory-high --memory-swap-max --cpu-quota --cpu-weight --io-weight --tasks-max --nice --ionice --oom-score-adj $limit_flags"
     # What counts as failure, and what it leads to (--fail-on-stderr is a switch: no value).
-    local failure_flags="--success-exit-codes --fail-on-stderr --pause-after-failures --pool --log-file --log-max-size --log-keep"
+    local failure_flags="--success-exit-codes --fail-on-stderr --pause-after-failures --pool --log-file --log-max-size --log-keep --after --after-result"
     local stop_flags="--timeout --kill-grace --kill-mode"
     local job_flags="--every --start --in --at $calendar_flags --jitter --fixed-jitter $misfire_flags --count --leeway --command --argv $webhook_flags $stop_flags $resource_flags $failure_flags --overlap --env --meta --cwd --user --group $owner_flags $notify_flags --history-limit --cluster"
     local exec_flags="--start --interval --repeats --async --jitter --fixed-jitter $misfire_flags --count --leeway --command --argv $webhook_flags $stop_flags $resource_flags $failure_flags --env --meta --cwd --user --group $owner_flags $notify_flags --history-limit --cluster"
@@ -73,7 +73,7 @@ _timerctl() {
     local simulate_flags="--config --from --until --run-duration --down --clock-step --seed"
     # Flags that take a value (as the next word or after "="); not the switches (--fixed-jitter,
     # --fail-on-stderr, --repeats, --async, --force, --now, --json).
-    local value_flags=" --socket --every --start --in --at --cron --calendar --timezone --dst-gap --dst-repeat --jitter --from --count --leeway --command --argv $stop_flags $resource_flags --success-exit-codes --pause-after-failures --pool --log-file --log-max-size --log-keep --overlap --env --meta --cwd --user --group --owner --owner-pid --tag --modes --interval --after $webhook_flags $notify_flags $misfire_flags --history-limit --cluster --limit --config --until --run-duration --down --clock-step --seed --last "
+    local value_flags=" --socket --every --start --in --at --cron --calendar --timezone --dst-gap --dst-repeat --jitter --from --count --leeway --command --argv $stop_flags $resource_flags --success-exit-codes --pause-after-failures --pool --log-file --log-max-size --log-keep --after-result --overlap --env --meta --cwd --user --group --owner --owner-pid --tag --modes --interval --after $webhook_flags $notify_flags $misfire_flags --history-limit --cluster --limit --config --until --run-duration --down --clock-step --seed --last "
 
     # COMP_WORDS splits "--flag=value" at "=" (COMP_WORDBREAKS): glue those pieces back together.
     local -a words=()

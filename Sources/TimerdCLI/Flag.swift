@@ -105,6 +105,8 @@ package struct Flag: Sendable, Equatable {
         "log_file": ("PATH", "Append each run's output to PATH too, between header and trailer lines."),
         "log_max_size": ("SIZE", "With --log-file: rotate the file once it reaches SIZE (default 10M)."),
         "log_keep": ("N", "With --log-file: keep N rotated files, PATH.1 to PATH.N (0-100, default 5)."),
+        "after": ("JOB", "Also run when a run of JOB ends (as --after-result says); without a schedule, only then."),
+        "after_result": ("RESULT", "With --after: which runs of JOB trigger it: success (default), failure or any."),
         "pool": ("POOL", "Wait for a slot of this pool of the config ([pool \"POOL\"] max_running = N) to run."),
         "overlap": ("POLICY", "When still running at a fire: skip (default), queue, allow or replace."),
         "env": ("NAME=VALUE", "Set an environment variable for the command (repeatable)."),

@@ -40,6 +40,7 @@ public enum ConfigLoader {
         session.parseFile(path: mainPath, bytes: bytes, isMain: true)
         session.processIncludes()
         session.checkPools()
+        session.checkChains()
         let diagnostics = session.sortedDiagnostics()
         guard diagnostics.isEmpty else { throw ConfigErrors(diagnostics) }
         return Configuration(settings: session.settings, jobs: session.jobs, files: session.files)
@@ -403,6 +404,37 @@ private struct LoadSession<FileSystem: ConfigFileSystem> {
         for job in jobs {
             guard let pool = job.spec.pool, poolDeclared[pool] == nil else { continue }
             report(job.file, job.line, "pool: no pool named \"\(pool)\" (declare it: [pool \"\(pool)\"] with max_running = N)")
+        }
+    }
+
+    // MARK: Chains (`after=`)
+
+    /// Every `after=` names a job of the config, and no job follows itself through others: a cycle is
+    /// reported once, at the line of its job whose name sorts first, naming every job in it.
+    mutating func checkChains() {
+        let upstream = Dictionary(jobs.compactMap { job in job.spec.after.map { (job.spec.name, $0) } }, uniquingKeysWith: { a, _ in a })
+        let byName = Dictionary(jobs.map { ($0.spec.name, $0) }, uniquingKeysWith: { a, _ in a })
+        for job in jobs {
+            guard let after = job.spec.after, byName[after] == nil else { continue }
+            report(job.file, job.line, "after: no job named \(after) in the config (after= names a job declared in it)")
+        }
+        var reported: Set<JobName> = []
+        for job in jobs where upstream[job.spec.name] != nil && !reported.contains(job.spec.name) {
+            var path = [job.spec.name]
+            var next = upstream[job.spec.name]
+            while let step = next, !path.contains(step), path.count <= jobs.count {
+                path.append(step)
+                next = upstream[step]
+            }
+            guard next == job.spec.name else { continue }  // not a cycle through this job
+            let members = Set(path)
+            reported.formUnion(members)
+            let first = path.min()!
+            let start = path.firstIndex(of: first)!
+            let cycle = Array(path[start...] + path[..<start]) + [first]
+            let at = byName[first]!
+            report(at.file, at.line, "after: a cycle of jobs that follow each other: "
+                   + cycle.map(\.rawValue).joined(separator: " → "))
         }
     }
 

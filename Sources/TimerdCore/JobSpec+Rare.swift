@@ -26,6 +26,8 @@ struct RareKeys: Equatable, Sendable {
         var commandRetries: RetryPolicy?
         var pool: String?
         var logFile: LogFileSpec?
+        var after: JobName?
+        var afterResult: AfterResult?
     }
 
     private final class Box: Sendable {
@@ -117,6 +119,18 @@ extension JobSpec {
         set { rare.values.logFile = newValue }
     }
 
+    /// The job whose runs' ends trigger this one (`after=`), in addition to its own schedule, if it has one.
+    public var after: JobName? {
+        get { rare.values.after }
+        set { rare.values.after = newValue }
+    }
+
+    /// Which ends of the upstream's runs trigger it (`after_result`; nil: `success`).
+    public var afterResult: AfterResult? {
+        get { rare.values.afterResult }
+        set { rare.values.afterResult = newValue }
+    }
+
     /// Pause the job after this many failed runs in a row (`pause_after_failures`; nil: never).
     public var pauseAfterFailures: Int? {
         get { rare.values.pauseAfterFailures }
@@ -200,3 +214,23 @@ public struct LogFileSpec: Equatable, Sendable {
         self.keep = keep
     }
 }
+
+/// Which runs of its upstream trigger a job that follows it (`after_result`).
+public enum AfterResult: String, Sendable, Equatable {
+    /// A run that ended `ok`.
+    case success
+    /// A run that did not.
+    case failure
+    /// Any run.
+    case any
+
+    /// Whether a run that ended `ok` (`succeeded`) or not triggers the job.
+    public func matches(succeeded: Bool) -> Bool {
+        switch self {
+        case .success: succeeded
+        case .failure: !succeeded
+        case .any: true
+        }
+    }
+}
+

@@ -124,7 +124,7 @@ public struct JobSpec: Equatable, Sendable {
         "kill_grace", "kill_mode",
     ] + ResourceSettings.keys + [
         "success_exit_codes", "fail_on_stderr", "pause_after_failures", "pool", "log_file", "log_max_size", "log_keep",
-        "overlap", "env", "meta", "cwd", "user", "group", "owner", "tag", "modes", "on_failure",
+        "after", "after_result", "overlap", "env", "meta", "cwd", "user", "group", "owner", "tag", "modes", "on_failure",
         "on_recovery", "history_limit", "cluster",
     ]
     /// Keys anyone may see of anyone's job: the name, schedule, limits and labels. The rest (the action,
@@ -133,6 +133,7 @@ public struct JobSpec: Equatable, Sendable {
         "every", "start", "in", "at", "cron", "calendar", "timezone", "dst_gap", "dst_repeat", "jitter", "fixed_jitter",
         "misfire", "misfire_grace", "count", "leeway", "timeout", "kill_grace", "kill_mode", "overlap", "user", "group", "owner",
         "tag", "modes", "history_limit", "cluster", "success_exit_codes", "fail_on_stderr", "pause_after_failures", "pool",
+        "after", "after_result",
     ] + ResourceSettings.keys)
     /// Keys that may be given more than once.
     public static let repeatableKeys: Set<String> = ["env", "meta", "tag", "header"]
@@ -206,8 +207,10 @@ public struct JobSpec: Equatable, Sendable {
                 schedule = .cron(try CronExpression.parse(text))
             } else if let text = single["calendar"] {
                 schedule = .calendar(try CalendarSpec.parse(text))
+            } else if single["after"] != nil {
+                schedule = .triggered  // only when its upstream's run ends
             } else {
-                throw TimerdError(.missingArgument, "a schedule is required: every=DUR, in=DUR, at=TIME, cron=EXPR or calendar=SPEC")
+                throw TimerdError(.missingArgument, "a schedule is required: every=DUR, in=DUR, at=TIME, cron=EXPR, calendar=SPEC, or after=JOB")
             }
         }
         let civil = try Self.civilRules(schedule: schedule, single: single)
@@ -348,6 +351,22 @@ public struct JobSpec: Equatable, Sendable {
         }
         self.pool = try single["pool"].map { text throws(TimerdError) in try Mode.validName(text, key: "pool", what: "pool name") }
         self.logFile = try Self.logFile(single)
+        if let text = single["after"] {
+            let upstream = try JobName(text)
+            guard upstream != name else {
+                throw TimerdError(.badArgument, "after: a job cannot follow itself", key: "after")
+            }
+            self.after = upstream
+        }
+        if let text = single["after_result"] {
+            guard let result = AfterResult(rawValue: text) else {
+                throw TimerdError(.badArgument, "after_result: expected success, failure or any, got \"\(text)\"", key: "after_result")
+            }
+            guard single["after"] != nil else {
+                throw TimerdError(.badArgument, "after_result applies only with after=JOB", key: "after_result")
+            }
+            self.afterResult = result
+        }
         if let text = single["pause_after_failures"] {
             guard text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let count = Int(text), (1...Limits.maximumPauseAfterFailures).contains(count) else {
                 throw TimerdError(.badArgument, "pause_after_failures: expected a number of failed runs in a row from 1 to \(Limits.maximumPauseAfterFailures), got \"\(text)\"",
@@ -507,6 +526,7 @@ public struct JobSpec: Equatable, Sendable {
         case .at(let time): list.append(KeyValue("at", RFC3339.format(time)))
         case .cron(let expression): list.append(KeyValue("cron", expression.text))
         case .calendar(let spec): list.append(KeyValue("calendar", spec.text))
+        case .triggered: break  // `after=` says it, below
         }
         // A zone named in the calendar spec is written there; timezone= repeats it only when it was separate.
         if let timezone, !{ if case .calendar(let spec) = schedule { return spec.timeZone != nil }; return false }() {
@@ -550,6 +570,8 @@ public struct JobSpec: Equatable, Sendable {
         if let failOnStderr { list.append(KeyValue("fail_on_stderr", failOnStderr ? "yes" : "no")) }
         if let pauseAfterFailures { list.append(KeyValue("pause_after_failures", String(pauseAfterFailures))) }
         if let pool { list.append(KeyValue("pool", pool)) }
+        if let after { list.append(KeyValue("after", after.rawValue)) }
+        if let afterResult { list.append(KeyValue("after_result", afterResult.rawValue)) }
         if let logFile {
             list.append(KeyValue("log_file", logFile.path))
             if logFile.maxSize != LogFileSpec.defaultMaxSize { list.append(KeyValue("log_max_size", ByteCount.format(UInt64(logFile.maxSize)))) }

@@ -12,10 +12,13 @@ public enum Schedule: Equatable, Sendable {
     indirect case cron(CronExpression)
     /// A systemd calendar event (`calendar=`).
     indirect case calendar(CalendarSpec)
+    /// No schedule of its own: the job fires only when a run of its upstream ends (`after=`, with no
+    /// `every`, `in`, `at`, `cron` or `calendar`).
+    case triggered
 
     public var repeats: Bool {
         switch self {
-        case .every, .calendar: return true
+        case .every, .calendar, .triggered: return true
         case .cron(let expression): return !expression.isReboot
         case .after, .at: return false
         }
@@ -29,6 +32,7 @@ public enum Schedule: Equatable, Sendable {
         case .at: return "at"
         case .cron: return "cron"
         case .calendar: return "calendar"
+        case .triggered: return "after"
         }
     }
 
@@ -54,6 +58,8 @@ public enum Schedule: Equatable, Sendable {
             return "cron \(expression.text)"
         case .calendar(let spec):
             return "calendar \(spec.normalized)"
+        case .triggered:
+            return "when triggered (after=)"
         }
     }
 }

@@ -79,6 +79,10 @@ extension Registry {
             request.failOnStderr = start.spec.failOnStderr ?? false
             request.environment = environment(for: start.spec, runID: start.run, scheduled: start.scheduled, runAs: request.runAs)
             if start.spec.commandRetries != nil { request.environment["TIMERD_ATTEMPT"] = String(start.attempt) }
+            if let trigger = start.trigger {
+                request.environment["TIMERD_TRIGGERED_BY"] = trigger.job.rawValue
+                request.environment["TIMERD_TRIGGER_RUN"] = String(trigger.run)
+            }
             if let parameters = start.parameters {
                 for pair in parameters.env { request.environment[pair.key] = pair.value }
                 request.extraArguments = parameters.arguments

@@ -24,6 +24,9 @@ extension Engine {
             guard let civil = job.civil else { return scheduledWall }
             let earliest = scheduledWall + (.zero - job.spec.jitter - .milliseconds(1))
             return civil.next(after: earliest).map { min($0, scheduledWall) } ?? scheduledWall
+        case .triggered:
+            // Its upstream's run ended now: the same instant on the leader that saw it.
+            return scheduledWall
         }
     }
 

@@ -86,7 +86,8 @@ extension Engine {
         let lateness = now.mono - pending.scheduled
         job.active.append(ActiveRun(
             id: runID, startedMono: now.mono, startedWall: now.wall, kind: pending.kind, scheduledWall: pending.scheduledWall,
-            lateness: lateness, sequence: pending.sequence, attempt: pending.attempt, parameters: pending.parameters))
+            lateness: lateness, sequence: pending.sequence, attempt: pending.attempt, parameters: pending.parameters,
+            trigger: pending.trigger))
         job.lastStarted = (runID, now.wall, lateness)
         runningTotal += 1
         if let pool = job.spec.pool, settings.pools[pool] != nil {
@@ -95,7 +96,8 @@ extension Engine {
         }
         out.append(.startRun(RunStart(
             job: name, jobID: job.id, run: runID, kind: pending.kind, scheduled: pending.scheduledWall, lateness: lateness,
-            attempt: pending.attempt, parameters: pending.parameters, specBox: job.specBox, ownerUID: job.ownerUID)))
+            attempt: pending.attempt, parameters: pending.parameters, trigger: pending.trigger, specBox: job.specBox,
+            ownerUID: job.ownerUID)))
         let late = lateness > .milliseconds(1) ? ", \(DurationText.format(.milliseconds(lateness.nanoseconds / 1_000_000))) late" : ""
         let attempt = pending.attempt > 1 ? ", attempt \(pending.attempt) of \((job.spec.commandRetries?.retries ?? 0) + 1)" : ""
         log(.info, name, run: runID,
@@ -218,6 +220,8 @@ extension Engine {
                 if !shuttingDown, !isCancelPending(job) { _ = startOrWait(job, queued) }
             }
             runMissed(job)
+            // The fire's last attempt has ended: the jobs that follow this one, as their `after_result` says.
+            if retry == nil, !isCancelPending(job) { triggerFollowers(of: job, run: runID, succeeded: outcome.result == .ok) }
             noteIfIdleAndFinished(job)
         } else {
             orphanRuns.removeAll { $0.jobID == jobID && $0.run == runID }
@@ -240,13 +244,43 @@ extension Engine {
         let due = now.mono + delay
         job.pendingRetry = PendingRetry(
             due: due, fire: PendingFire(kind: run.kind, scheduled: due, scheduledWall: run.scheduledWall, sequence: run.sequence,
-                                        attempt: run.attempt + 1, parameters: run.parameters))
+                                        attempt: run.attempt + 1, parameters: run.parameters, trigger: run.trigger))
         let reason = "attempt \(run.attempt) of \(policy.retries + 1) \(outcome.result == .timeout ? "timed out" : "failed"); "
             + "attempt \(run.attempt + 1) in \(DurationText.format(.milliseconds(delay.nanoseconds / 1_000_000)))"
         log(.notice, job.name, run: run.id, reason)
         decide(.retrying(job.name, run: run.id, attempt: run.attempt + 1, after: delay, reason: reason))
         arm(job)
         return delay
+    }
+
+    /// Fires the jobs that follow `job` (`after=`) whose `after_result` matches how run `run` ended: each as a
+    /// scheduled fire of its own (modes, overlap, pools and the run rate apply), due now, its run told which
+    /// run fired it. A paused or finished follower does not fire (a paused one says so).
+    mutating func triggerFollowers(of job: EngineJob, run: Int, succeeded: Bool) {
+        guard !shuttingDown else { return }
+        for name in jobs.followers(of: job.name) {
+            guard let follower = jobs[name], !isCancelPending(follower),
+                  (follower.spec.afterResult ?? .success).matches(succeeded: succeeded) else { continue }
+            let pending = PendingFire(kind: .scheduled, scheduled: now.mono, scheduledWall: now.wall,
+                                      sequence: nextFireSequence(follower), trigger: RunTrigger(job: job.name, run: run))
+            let how = "\(job.name) run \(run) \(succeeded ? "succeeded" : "failed") (after=\(job.name)"
+                + ", after_result=\((follower.spec.afterResult ?? .success).rawValue))"
+            guard follower.state == .scheduled else {
+                if follower.state == .paused {
+                    noteSkip(follower, count: 1, scheduled: now.wall, sequence: pending.sequence, reason: "paused when \(how)")
+                }
+                continue
+            }
+            log(.info, name, "triggered: \(how)")
+            decide(.fired(name, scheduled: now.wall, lateness: .zero, byTimer: false))
+            fire(follower, pending)
+            if case .triggered = follower.spec.schedule {
+                // Its fires are these: what a restart counts from (a grid or calendar job keeps its own).
+                follower.lastScheduledWall = now.wall
+                persistFire(follower)
+            }
+            continueSchedule(follower)
+        }
     }
 
     /// Starts parked fires while there are free run slots, oldest first; one whose pool is full waits on

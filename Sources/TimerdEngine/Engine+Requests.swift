@@ -23,6 +23,9 @@ extension Engine {
         if !request.owner.isAdmin, owned >= maxJobs {
             throw TimerdError(.tooManyJobs, "uid \(request.owner.uid) already has \(maxJobs) jobs (user_max_jobs); cancel some first")
         }
+        if let upstream = spec.after, request.origin == .runtime, jobs[upstream] == nil || isCancelPending(jobs[upstream]!) {
+            throw TimerdError(.badArgument, "after: no job named \(upstream) to follow", key: "after")
+        }
         if let pool = spec.pool, settings.pools[pool] == nil {
             let known = settings.pools.keys.sorted()
             throw TimerdError(.badArgument, "pool: no pool named \"\(pool)\" in timerd's config ("
@@ -392,7 +395,7 @@ extension Engine {
                     job.nextMono = first
                     // The new phase is the one a restart keeps.
                     job.anchorWall = now.wall(of: first)
-                case .after, .at, .cron, .calendar:
+                case .after, .at, .cron, .calendar, .triggered:
                     // Calendar jobs fire once after the delay, then go on with their calendar.
                     job.nextMono = first
                     job.nextWall = nil

@@ -136,6 +136,8 @@ extension Engine {
             }
             job.civilBase = wallNow
             if !scheduleNextCivilFire(job), missed.isEmpty { job.state = .finished }
+        case .triggered:
+            return  // nothing of its own to miss
         }
         guard !missed.isEmpty, runMissed else { return }
         // A fire still within the grace runs as a late fire whatever the policy; older ones follow it.

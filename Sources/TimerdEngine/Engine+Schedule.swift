@@ -35,6 +35,8 @@ extension Engine {
         case .cron, .calendar:
             job.civilBase = now.wall
             scheduleNextCivilFire(job)
+        case .triggered:
+            break  // no deadline: it fires when its upstream's run ends
         }
     }
 
@@ -282,7 +284,7 @@ extension Engine {
             return anchor + .nanoseconds(((now.wall - anchor).nanoseconds / period + 1) * period)
         case .cron, .calendar:
             return job.civil?.next(after: now.wall)
-        case .after, .at:
+        case .after, .at, .triggered:
             return job.nextWall ?? job.nextMono.map { now.wall(of: $0) }
         }
     }

@@ -43,6 +43,14 @@ package struct PendingFire: Sendable, Equatable {
     package var attempt = 1
     /// What a run by hand adds to the job (`RUN … env=… -- ARG…`).
     package var parameters: RunParameters? = nil
+    /// The upstream run whose end fired it (`after=`).
+    package var trigger: RunTrigger? = nil
+}
+
+/// The run of an upstream job whose end fired a job that follows it (`after=`).
+package struct RunTrigger: Sendable, Equatable {
+    package var job: JobName
+    package var run: Int
 }
 
 /// A command job's next attempt at a fire whose run failed (`retries`): due at `due` on the monotonic clock.
@@ -64,6 +72,7 @@ package struct ActiveRun: Sendable, Equatable {
     /// Which attempt at its fire this run is (1: the first).
     package var attempt = 1
     package var parameters: RunParameters? = nil
+    package var trigger: RunTrigger? = nil
 }
 
 /// Everything the engine knows about one job: its spec, where its schedule stands, what waits and what

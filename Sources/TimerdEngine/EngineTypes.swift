@@ -320,6 +320,8 @@ package struct RunStart: Sendable {
     package var attempt = 1
     /// What a run by hand adds to the job.
     package var parameters: RunParameters? = nil
+    /// The upstream run whose end fired it (`after=`): `TIMERD_TRIGGERED_BY`, `TIMERD_TRIGGER_RUN`.
+    package var trigger: RunTrigger? = nil
     /// The job's spec (shared with the job, not copied: an effect stays small).
     package var spec: JobSpec { specBox.spec }
     let specBox: SpecBox

@@ -355,7 +355,7 @@ import Testing
         #expect(failed.stderr.split(separator: "\n").map(String.init) == [
             "\(bad):2: max_running: expected a whole number ≥ 1, got \"many\"",
             "\(bad):7: timeout: invalid duration \"soon\": expected a number (examples: 250ms, 5s, 1m30s, 2h, 1d, 5min)",
-            "\(bad):9: a schedule is required: every=DUR, in=DUR, at=TIME, cron=EXPR or calendar=SPEC",
+            "\(bad):9: a schedule is required: every=DUR, in=DUR, at=TIME, cron=EXPR, calendar=SPEC, or after=JOB",
         ])
         #expect(failed.stdout.isEmpty, "\(failed.stdout)")
 

@@ -169,5 +169,37 @@ import Testing
         #expect(older.contains("==> job=logged run=4 started ") && older.contains("run 4"), "\(older.suffix(200))")
         #expect(!FileManager.default.fileExists(atPath: path + ".2"))
     }
+
+    @Test func aRunsEndTriggersTheJobsThatFollowIt() throws {
+        let daemon = try Daemon(config: """
+            [job "extract"]
+            every = 1h
+            command = echo extract >> $DIR/order
+
+            [job "load"]
+            after = extract
+            command = echo "load $TIMERD_TRIGGERED_BY $TIMERD_TRIGGER_RUN" >> $DIR/order; exit 3
+
+            [job "alert"]
+            after = load
+            after_result = failure
+            command = echo alert >> $DIR/order
+
+            [job "report"]
+            after = extract
+            after_result = any
+            command = echo report >> $DIR/order
+            """)
+        #expect(try daemon.request("RUN extract") == #"OK {"status":"started"}"#)
+        // extract fans out to load and report; load fails, which triggers alert.
+        eventually("the chain ran") { Set(daemon.lines("order")) == ["extract", "load extract 1", "report", "alert"] }
+        #expect(daemon.lines("order").first == "extract")
+        #expect(daemon.logShows("job=load triggered: extract run 1 succeeded (after=extract, after_result=success)"))
+        let load = try daemon.show("load")
+        #expect(load["schedule"] as? String == "when triggered (after=)" && load["next_fire"] is NSNull)
+        // Over the socket the upstream must exist.
+        #expect(try daemon.request("ADD x after=nope command=true").hasPrefix("ERR bad-argument after: no job named nope to follow"))
+        #expect(try daemon.request("ADD y after=extract command=true") == "OK")
+    }
 }
 

@@ -120,6 +120,8 @@ struct HelpTextTests {
               --log-file PATH               Append each run's output to PATH too, between header and trailer lines.
               --log-max-size SIZE           With --log-file: rotate the file once it reaches SIZE (default 10M).
               --log-keep N                  With --log-file: keep N rotated files, PATH.1 to PATH.N (0-100, default 5).
+              --after JOB                   Also run when a run of JOB ends (as --after-result says); without a schedule, only then.
+              --after-result RESULT         With --after: which runs of JOB trigger it: success (default), failure or any.
               --overlap POLICY              When still running at a fire: skip (default), queue, allow or replace.
               --env NAME=VALUE              Set an environment variable for the command (repeatable).
               --meta KEY=VALUE              Attach user info, passed as TIMERD_META_KEY (repeatable).

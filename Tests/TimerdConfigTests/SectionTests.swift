@@ -27,7 +27,7 @@ struct SectionTests {
             at(1, "unknown section [jobs] (expected [daemon], [cluster], [pool \"NAME\"] or [job \"NAME\"])"),
             at(3, "the job name must be in double quotes: write [job \"hello\"]"),
             at(6, "[job] needs a name: write [job \"NAME\"]"),
-            at(6, "a schedule is required: every=DUR, in=DUR, at=TIME, cron=EXPR or calendar=SPEC"),
+            at(6, "a schedule is required: every=DUR, in=DUR, at=TIME, cron=EXPR, calendar=SPEC, or after=JOB"),
             at(6, "an action is required: command=STRING, webhook=URL or a program after --"),
             at(7, "the job name must be in double quotes: write [job \"x\"]"),
             at(10, "[daemon] takes no name: write [daemon]"),
@@ -65,6 +65,43 @@ struct SectionTests {
             at(5, "[pool] needs a name in double quotes: write [pool \"NAME\"]"),
             at(6, "[pool \"idle\"] needs max_running = N (the most runs of its jobs at once)"),
             at(7, "pool: no pool named \"nope\" (declare it: [pool \"nope\"] with max_running = N)"),
+        ])
+    }
+
+    @Test func chainsNameJobsOfTheConfigAndDoNotGoRound() throws {
+        let config = try ConfigLoader.parse("""
+            [job "a"]
+            every = 1h
+            command = true
+
+            [job "b"]
+            after = a
+            after_result = any
+            command = true
+            """)
+        #expect(config.jobs[1].spec.after?.rawValue == "a" && config.jobs[1].spec.schedule == .triggered)
+        #expect(problems("""
+            [job "x"]
+            after = nope
+            command = true
+            [job "c"]
+            after = d
+            command = true
+            [job "d"]
+            after = e
+            command = true
+            [job "e"]
+            after = c
+            command = true
+            [job "self"]
+            after = self
+            command = true
+            """) == [
+            at(1, "after: no job named nope in the config (after= names a job declared in it)"),
+            at(4, "after: a cycle of jobs that follow each other: c → d → e → c"),
+            // The section is checked without its bad key too: then it has no schedule.
+            at(13, "a schedule is required: every=DUR, in=DUR, at=TIME, cron=EXPR, calendar=SPEC, or after=JOB"),
+            at(14, "after: a job cannot follow itself"),
         ])
     }
 
@@ -242,7 +279,7 @@ struct SectionTests {
 
     @Test func missingScheduleAndActionPointAtTheHeader() {
         #expect(problems("\n[job \"empty\"]\n\n[job \"noaction\"]\nevery = 1s\n") == [
-            at(2, "a schedule is required: every=DUR, in=DUR, at=TIME, cron=EXPR or calendar=SPEC"),
+            at(2, "a schedule is required: every=DUR, in=DUR, at=TIME, cron=EXPR, calendar=SPEC, or after=JOB"),
             at(2, "an action is required: command=STRING, webhook=URL or a program after --"),
             at(4, "an action is required: command=STRING, webhook=URL or a program after --"),
         ])

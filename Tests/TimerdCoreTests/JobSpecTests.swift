@@ -64,7 +64,7 @@ struct JobSpecTests {
             == Set(["in", "at", "command", "webhook", "on_failure", "on_recovery", "cron", "calendar", "timezone", "dst_gap",
                 "dst_repeat", "jitter", "fixed_jitter", "misfire", "misfire_grace", "history_limit", "cluster"]
                 + ResourceSettings.keys + ["success_exit_codes", "fail_on_stderr", "pause_after_failures", "pool", "log_file",
-                                           "log_max_size", "log_keep"]))  // covered in ResourceSettingsTests, below
+                                           "log_max_size", "log_keep", "after", "after_result"]))  // covered in ResourceSettingsTests, below
     }
 
     @Test("success_exit_codes and fail_on_stderr say what counts as failure, only for commands")
@@ -480,6 +480,7 @@ struct JobSpecTests {
         "cpu_weight": "50", "io_weight": "50", "tasks_max": "64", "nice": "5", "ionice": "idle", "oom_score_adj": "500",
         "success_exit_codes": "0,3", "fail_on_stderr": "yes", "pause_after_failures": "3", "pool": "heavy",
         "log_file": "/var/log/x.log", "log_max_size": "1M", "log_keep": "2",
+        "after": "upstream", "after_result": "any",
     ].merging(ProcessLimit.Kind.allCases.map { ($0.key, "1") }) { $1 }
 
     @Test("non-repeatable keys given twice", arguments: singleKeys)
@@ -536,7 +537,8 @@ struct JobSpecTests {
             "tasks_max", "nice", "ionice", "oom_score_adj", "limit_cpu", "limit_fsize", "limit_data", "limit_stack",
             "limit_core", "limit_rss", "limit_nproc", "limit_nofile", "limit_memlock", "limit_as", "limit_locks",
             "limit_sigpending", "limit_msgqueue", "limit_nice", "limit_rtprio", "limit_rttime", "success_exit_codes",
-            "fail_on_stderr", "pause_after_failures", "pool", "log_file", "log_max_size", "log_keep", "overlap", "env", "meta",
+            "fail_on_stderr", "pause_after_failures", "pool", "log_file", "log_max_size", "log_keep", "after", "after_result",
+            "overlap", "env", "meta",
             "cwd", "user", "group", "owner", "tag", "modes", "on_failure", "on_recovery", "history_limit", "cluster",
         ])
         #expect(JobSpec.repeatableKeys == ["env", "meta", "tag", "header"])

@@ -169,6 +169,38 @@ import TimerdCore
         #expect(driver.effects.contains { if case .disarm = $0 { return true } else { return false } })
     }
 
+    @Test func aRunsEndTriggersTheJobsThatFollowItAsTheirAfterResultSays() {
+        var driver = Driver()
+        _ = driver.add("a", ["every": "10s", "overlap": "allow"])
+        _ = driver.add("b", ["after": "a"])
+        _ = driver.add("c", ["after": "a", "after_result": "failure"])
+        _ = driver.add("d", ["every": "1h", "after": "a", "after_result": "any"])
+        #expect(driver.add("e", ["after": "nope"])?.code == .badArgument)
+        #expect(driver.engine.job(T.name("b"))!.spec.schedule == .triggered && driver.armed.isEmpty)
+        driver.reach("a", after: .seconds(10))
+        let first = driver.starts[0]
+        driver.finish(first, .ok)
+        #expect(driver.starts.map(\.job.rawValue) == ["b", "d"])
+        #expect(driver.starts.allSatisfy { $0.trigger == RunTrigger(job: T.name("a"), run: first.run) })
+        // d keeps its own schedule: still armed for its hour.
+        #expect(driver.engine.job(T.name("d"))!.nextMono != nil)
+        for start in driver.starts { driver.finish(start) }
+        driver.reach("a", after: .seconds(10))
+        let second = driver.starts[0]
+        driver.finish(second, .failed)
+        #expect(driver.starts.map(\.job.rawValue) == ["c", "d"])
+        // A paused follower does not fire, and says why.
+        for start in driver.starts { driver.finish(start) }
+        driver.handle(.pause([T.name("b")], by: T.root, checkOnly: false))
+        driver.reach("a", after: .seconds(10))
+        driver.finish(driver.starts[0], .ok)
+        #expect(driver.starts.map(\.job.rawValue) == ["d"])
+        #expect(driver.decisions.contains { decision in
+            if case .skipped(T.name("b"), _, 1, let reason) = decision { return reason.hasPrefix("paused when a run ") }
+            return false
+        })
+    }
+
     @Test func aPoolCapsItsJobsRunsWithoutHoldingUpOthers() {
         var settings = EngineSettings(maxRunning: 10)
         settings.pools = ["heavy": 1]

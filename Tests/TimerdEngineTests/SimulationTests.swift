@@ -54,6 +54,16 @@ import TimerdCore
         #expect(lines.contains { $0.event == "fire" && $0.scheduled == T.time("2026-01-05T00:06:00Z") })
     }
 
+    @Test func aChainShowsItsTriggeredRunsAfterTheirUpstream() {
+        let lines = Self.simulate(
+            [T.declared("a", ["every": "1h"]), T.declared("b", ["after": "a"]), T.declared("c", ["after": "b"])],
+            from: "2026-01-05T00:00:00Z", until: "2026-01-05T01:30:00Z", durations: ["a": .seconds(60), "b": .seconds(30)])
+        #expect(T.events(lines, ["start", "finish"]).map { String($0.dropFirst(11)) } == [
+            "01:00:00 a start", "01:01:00 a finish", "01:01:00 b start", "01:01:30 b finish", "01:01:30 c start",
+            "01:01:30 c finish",
+        ])
+    }
+
     @Test func springForwardShiftsOrSkipsTheMissingLocalTime() {
         let shift = Self.simulate([T.declared("j", ["cron": "30 2 * * *"], zone: T.berlin)],
                                   from: "2026-03-28T00:00:00Z", until: "2026-03-30T12:00:00Z")
