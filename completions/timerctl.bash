@@ -70,10 +70,10 @@ _timerctl() {
     local run_flags="--env --force"
     local resume_flags="--now --after"
     local next_flags="--cron --calendar --every --count --timezone --from --dst-gap --dst-repeat"
-    local simulate_flags="--config --from --until --run-duration --down --clock-step --seed"
+    local simulate_flags="--config --from --until --run-duration --run-result --down --clock-step --seed"
     # Flags that take a value (as the next word or after "="); not the switches (--fixed-jitter,
     # --fail-on-stderr, --repeats, --async, --force, --now, --json).
-    local value_flags=" --socket --every --start --in --at --cron --calendar --timezone --dst-gap --dst-repeat --jitter --from --count --leeway --command --argv $stop_flags $resource_flags --success-exit-codes --pause-after-failures --pool --log-file --log-max-size --log-keep --after-result --overlap --env --meta --cwd --user --group --owner --owner-pid --tag --modes --interval --after $webhook_flags $notify_flags $misfire_flags --history-limit --cluster --limit --config --until --run-duration --down --clock-step --seed --last "
+    local value_flags=" --socket --every --start --in --at --cron --calendar --timezone --dst-gap --dst-repeat --jitter --from --count --leeway --command --argv $stop_flags $resource_flags --success-exit-codes --pause-after-failures --pool --log-file --log-max-size --log-keep --after-result --overlap --env --meta --cwd --user --group --owner --owner-pid --tag --modes --interval --after $webhook_flags $notify_flags $misfire_flags --history-limit --cluster --limit --config --until --run-duration --run-result --down --clock-step --seed --last "
 
     # COMP_WORDS splits "--flag=value" at "=" (COMP_WORDBREAKS): glue those pieces back together.
     local -a words=()

@@ -85,8 +85,8 @@ package enum CLIVerb: String, CaseIterable, Sendable {
             ]
         case .simulate:
             [
-                "simulate --config FILE [--from TIME] --until TIME [--run-duration JOB=DUR]… [--down FROM..TO]…",
-                "    [--clock-step AT=OFFSET]… [--seed N] [--json]",
+                "simulate --config FILE [--from TIME] --until TIME [--run-duration JOB=DUR]… [--run-result JOB=RESULT]…",
+                "    [--down FROM..TO]… [--clock-step AT=OFFSET]… [--seed N] [--json]",
             ]
         case .ping: ["ping"]
         case .version: ["version [--json]"]
@@ -179,10 +179,11 @@ package enum CLIVerb: String, CaseIterable, Sendable {
             [
                 "Runs the config's jobs through timerd's own scheduling engine in virtual time, from --from",
                 "(default now) to --until, and prints every decision in time order, one per line: TIME JOB",
-                "EVENT [DETAIL]. Events: fire (a fire fell due), start and finish (a run), skip, miss (a fire",
-                "missed while timerd was down or late), hold (waiting for a mode), queue (waiting behind a",
+                "EVENT [DETAIL]. Events: fire (a fire fell due), start and finish (a run), retry, skip, miss (a",
+                "fire missed while timerd was down or late), hold (waiting for a mode), queue (waiting behind a",
                 "run or for a run slot); and for timerd itself: stop, start (a --down span), clock.",
-                "The reasons are the ones 'timerctl show' gives. Runs take --run-duration (default 0s).",
+                "The reasons are the ones 'timerctl show' gives. Runs take --run-duration (default 0s) and end",
+                "as --run-result says (default ok), so retries, chains and pause_after_failures show.",
                 "--down FROM..TO: timerd is not running over that span (runs then going are stopped; each",
                 "job's misfire policy applies when it starts again). --clock-step AT=OFFSET: the wall clock",
                 "is set by OFFSET (e.g. -1h) at AT. Times are RFC 3339; the output is in UTC. The same input",
@@ -340,6 +341,9 @@ package enum CLIVerb: String, CaseIterable, Sendable {
                 Flag(
                     name: "run-duration", key: "run_duration", kind: .value(placeholder: "JOB=DUR"),
                     help: "JOB's runs take DUR (default 0s; repeatable)."),
+                Flag(
+                    name: "run-result", key: "run_result", kind: .value(placeholder: "JOB=RESULT"),
+                    help: "JOB's runs end ok (default), failed, timeout or killed (repeatable)."),
                 Flag(
                     name: "down", key: "down", kind: .value(placeholder: "FROM..TO"),
                     help: "timerd is not running from FROM to TO, RFC 3339 times (repeatable)."),

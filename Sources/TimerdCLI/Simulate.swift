@@ -43,6 +43,10 @@ enum SimulateCommand {
             context.stderr("timerctl: --run-duration: the config has no job named \(unknown)\n")
             return ExitStatus.daemonError
         }
+        if let unknown = simulation.runResults.keys.sorted().first(where: { !names.contains($0) }) {
+            context.stderr("timerctl: --run-result: the config has no job named \(unknown)\n")
+            return ExitStatus.daemonError
+        }
         // Written as it is decided, in blocks: a year of a per-minute job is over a million lines.
         final class Output {
             var text = ""
@@ -137,6 +141,12 @@ enum SimulateCommand {
                     throw TimerdError(.badArgument, "--clock-step: \(error.message)")
                 }
                 result.clockSteps.append((at, negative ? .zero - offset : offset))
+            case "run_result":
+                guard let equals = value.firstIndex(of: "="), let name = try? JobName(String(value[..<equals])),
+                      let outcome = RunOutcome.Result(rawValue: String(value[value.index(after: equals)...])) else {
+                    throw TimerdError(.badArgument, "--run-result: expected JOB=ok|failed|timeout|killed, got \"\(value)\"")
+                }
+                result.runResults[name] = outcome
             case "seed":
                 guard let seed = UInt64(value) else { throw TimerdError(.badArgument, "--seed: expected a whole number, got \"\(value)\"") }
                 result.seed = seed

@@ -194,6 +194,7 @@ extension Engine {
             if outcome.result == .ok { job.lastSuccess = outcome.finishedWall }
             // The interpreter logs the run's end from this decision, with its exit status for the journal.
             decide(.finished(name, run: runID, outcome: outcome))
+            if let retry, let finished { noteRetry(job, finished, outcome, after: retry) }
             // `on_failure` when a run fails after a success (or as the job's first run), `on_recovery` when
             // one succeeds after a failure: once per transition; and `on_failure` again when the failures
             // pause the job, saying so.
@@ -245,12 +246,17 @@ extension Engine {
         job.pendingRetry = PendingRetry(
             due: due, fire: PendingFire(kind: run.kind, scheduled: due, scheduledWall: run.scheduledWall, sequence: run.sequence,
                                         attempt: run.attempt + 1, parameters: run.parameters, trigger: run.trigger))
-        let reason = "attempt \(run.attempt) of \(policy.retries + 1) \(outcome.result == .timeout ? "timed out" : "failed"); "
+        arm(job)
+        return delay
+    }
+
+    /// Says that run `run` of `job` is tried again in `delay` (after the run's own end has been said).
+    mutating func noteRetry(_ job: EngineJob, _ run: ActiveRun, _ outcome: RunOutcome, after delay: Duration) {
+        let retries = job.spec.commandRetries?.retries ?? 0
+        let reason = "attempt \(run.attempt) of \(retries + 1) \(outcome.result == .timeout ? "timed out" : "failed"); "
             + "attempt \(run.attempt + 1) in \(DurationText.format(.milliseconds(delay.nanoseconds / 1_000_000)))"
         log(.notice, job.name, run: run.id, reason)
         decide(.retrying(job.name, run: run.id, attempt: run.attempt + 1, after: delay, reason: reason))
-        arm(job)
-        return delay
     }
 
     /// Fires the jobs that follow `job` (`after=`) whose `after_result` matches how run `run` ended: each as a

@@ -12,6 +12,9 @@ package struct Simulation {
         package var until: WallTime
         /// How long each job's runs take (default: no time at all).
         package var runDurations: [JobName: Duration] = [:]
+        /// How each job's runs end (`--run-result JOB=RESULT`; default `ok`): retries, failure chains and
+        /// `pause_after_failures` show in the simulation.
+        package var runResults: [JobName: RunOutcome.Result] = [:]
         /// Spans during which the daemon is not running.
         package var down: [ClosedRange<WallTime>] = []
         /// At each instant, the wall clock is set by the offset.
@@ -138,7 +141,8 @@ package struct Simulation {
             if next > mono { mono = next }
             if let index = running.firstIndex(where: { $0.end <= mono }) {
                 let run = running.remove(at: index)
-                finish(run, result: .ok, reason: "exited with status 0")
+                let result = options.runResults[run.job] ?? .ok
+                finish(run, result: result, reason: result == .ok ? "exited with status 0" : "\(result.rawValue) (--run-result)")
                 continue
             }
             if let down = downs.first {

@@ -64,6 +64,18 @@ import TimerdCore
         ])
     }
 
+    @Test func aFailingJobShowsItsRetriesAndTheJobsThatFollowItsFailure() {
+        var options = Simulation.Options(from: T.time("2026-01-05T00:00:00Z"), until: T.time("2026-01-05T00:30:00Z"))
+        options.runResults = [T.name("a"): .failed]
+        let lines = Simulation.run(
+            jobs: [T.declared("a", ["in": "10m", "retries": "2", "retry_backoff": "1m"]),
+                   T.declared("alert", ["after": "a", "after_result": "failure"])],
+            options: options)
+        #expect(T.events(lines, ["start", "retry", "finish"]).map { String($0.dropFirst(20)) } == [
+            "a start", "a finish", "a retry", "a start", "a finish", "a retry", "a start", "a finish", "alert start", "alert finish",
+        ])
+    }
+
     @Test func springForwardShiftsOrSkipsTheMissingLocalTime() {
         let shift = Self.simulate([T.declared("j", ["cron": "30 2 * * *"], zone: T.berlin)],
                                   from: "2026-03-28T00:00:00Z", until: "2026-03-30T12:00:00Z")
