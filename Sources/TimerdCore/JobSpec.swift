@@ -352,6 +352,9 @@ public struct JobSpec: Equatable, Sendable {
         self.pool = try single["pool"].map { text throws(TimerdError) in try Mode.validName(text, key: "pool", what: "pool name") }
         self.logFile = try Self.logFile(single)
         if let text = single["after"] {
+            if cluster == true {
+                throw TimerdError(.badArgument, "after= jobs are not shared by a cluster (cluster=yes): they run on the node that has them", key: "cluster")
+            }
             let upstream = try JobName(text)
             guard upstream != name else {
                 throw TimerdError(.badArgument, "after: a job cannot follow itself", key: "after")

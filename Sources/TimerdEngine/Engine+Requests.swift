@@ -56,7 +56,8 @@ extension Engine {
     /// Whether a job from `origin` is shared in cluster mode: runtime jobs unless `cluster=no`, config
     /// jobs only with `cluster=yes`, jobs bound to an owner never.
     package func sharesJob(_ spec: JobSpec, origin: JobOrigin) -> Bool {
-        guard settings.clusterNode != nil, spec.owner == nil else { return false }
+        // A job that follows another is not shared (yet): its triggered fires would need claims of their own.
+        guard settings.clusterNode != nil, spec.owner == nil, spec.after == nil else { return false }
         return spec.cluster ?? (origin == .runtime)
     }
 

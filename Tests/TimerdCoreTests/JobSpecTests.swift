@@ -86,6 +86,9 @@ struct JobSpecTests {
         expectError(.badArgument, key: "log_file", mentions: ["absolute path"]) {
             try Self.spec(opts(("every", "1m"), ("log_file", "b.log"), ("command", "x")))
         }
+        expectError(.badArgument, key: "cluster", mentions: ["after= jobs are not shared"]) {
+            try Self.spec(opts(("after", "up"), ("cluster", "yes"), ("command", "x")))
+        }
         expectError(.badArgument, key: "log_keep", mentions: ["only with log_file"]) {
             try Self.spec(opts(("every", "1m"), ("log_keep", "3"), ("command", "x")))
         }

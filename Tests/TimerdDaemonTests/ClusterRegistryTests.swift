@@ -52,6 +52,8 @@ final class FakeGate: ClusterGate {
         #expect(await !registry.sharesJob(try spec("a", ["every": "1s", "command": "x"]), origin: .config(file: "f", line: 1)))
         #expect(await registry.sharesJob(try spec("a", ["every": "1s", "command": "x", "cluster": "yes"]), origin: .config(file: "f", line: 1)))
         #expect(await !registry.sharesJob(try spec("a", ["every": "1s", "command": "x", "owner": "pid:42"]), origin: .runtime))
+        // A job that follows another runs on the node that has it.
+        #expect(await !registry.sharesJob(try spec("a", ["after": "b", "command": "x"]), origin: .runtime))
     }
 
     @Test func aFollowerKeepsSharedJobsUnarmedAndRunsNothing() async throws {
