@@ -52,8 +52,9 @@ final class FakeGate: ClusterGate {
         #expect(await !registry.sharesJob(try spec("a", ["every": "1s", "command": "x"]), origin: .config(file: "f", line: 1)))
         #expect(await registry.sharesJob(try spec("a", ["every": "1s", "command": "x", "cluster": "yes"]), origin: .config(file: "f", line: 1)))
         #expect(await !registry.sharesJob(try spec("a", ["every": "1s", "command": "x", "owner": "pid:42"]), origin: .runtime))
-        // A job that follows another runs on the node that has it.
-        #expect(await !registry.sharesJob(try spec("a", ["after": "b", "command": "x"]), origin: .runtime))
+        // A job that follows another is shared when that is all that fires it; with a schedule of its own, not.
+        #expect(await registry.sharesJob(try spec("a", ["after": "b", "command": "x"]), origin: .runtime))
+        #expect(await !registry.sharesJob(try spec("a", ["after": "b", "every": "1h", "command": "x"]), origin: .runtime))
     }
 
     @Test func aFollowerKeepsSharedJobsUnarmedAndRunsNothing() async throws {
@@ -107,6 +108,32 @@ final class FakeGate: ClusterGate {
         // A manual RUN needs no claim.
         #expect(try await registry.runNow(JobName("lost")) == "started")
         #expect(gate.claimCount == 2)
+    }
+
+    @Test func aSharedJobThatFollowsOneRunsOnTheLeaderOnceItsClaimIsWon() async throws {
+        let gate = FakeGate()
+        await registry.setCluster(gate)
+        await registry.becomeLeader(claims: [:])
+        let added = WallTime(seconds: 1_800_000_000)
+        clock.setWall(added)
+        await registry.applySharedJob(try JobName("up"), record([("every", "10s"), ("command", "x")], addedAt: added), revision: 1)
+        await registry.applySharedJob(try JobName("down"), record([("after", "up"), ("command", "y")], addedAt: added), revision: 2)
+        clock.advance(by: .seconds(10))
+        let up = try #require(await registry.engine.job(JobName("up")))
+        await registry.deliver(.deadlineReached(up.spec.name, jobID: up.id))
+        await settle(registry)
+        #expect(launcher.count == 1)
+        clock.advance(by: .seconds(2))
+        launcher.finish(0)
+        await settle(registry)  // the run's end, which asks for the follower's claim
+        await settle(registry)  // the claim's answer
+        // Claimed under the instant the upstream's run ended, then run with what triggered it.
+        #expect(gate.claims.withLock { $0.map(\.job) } == ["up", "down"])
+        #expect(gate.claims.withLock { $0.last?.at } == added + .seconds(12))
+        try #require(launcher.count == 2, "\(sink.all.suffix(8))")
+        #expect(launcher.request(1).job == "down")
+        #expect(launcher.request(1).environment["TIMERD_TRIGGERED_BY"] == "up")
+        #expect(launcher.request(1).environment["TIMERD_TRIGGER_RUN"] == "1")
     }
 
     @Test func losingTheLeadershipDisarmsAndDropsPendingFires() async throws {
