@@ -8,7 +8,7 @@ public enum ExitCodes {
             key: key)
         var codes = Set<Int>()
         for item in text.split(separator: ",", omittingEmptySubsequences: false) {
-            let part = item.trimmingCharacters(in: " ")
+            let part = item.trimmingSpaces()
             let bounds = part.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
             guard !bounds.isEmpty, bounds.allSatisfy({ !$0.isEmpty && $0.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 } }),
                   let low = Int(bounds[0]), let high = Int(bounds.last!), low <= high, high <= 255 else { throw problem }
@@ -32,15 +32,5 @@ public enum ExitCodes {
             index = end + 1
         }
         return parts.joined(separator: ",")
-    }
-}
-
-extension Substring {
-    /// Without leading and trailing `character`s.
-    func trimmingCharacters(in character: Character) -> Substring {
-        var text = self
-        while text.first == character { text = text.dropFirst() }
-        while text.last == character { text = text.dropLast() }
-        return text
     }
 }

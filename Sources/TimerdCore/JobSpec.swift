@@ -238,13 +238,7 @@ public struct JobSpec: Equatable, Sendable {
         guard misfireGrace >= Limits.minimumMisfireGrace else {
             throw TimerdError(.badArgument, "misfire_grace must be at least \(DurationText.format(Limits.minimumMisfireGrace))", key: "misfire_grace")
         }
-        var historyLimit = Limits.defaultHistoryLimit
-        if let text = single["history_limit"] {
-            guard text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let value = Int(text), (0...Limits.maximumHistoryLimit).contains(value) else {
-                throw TimerdError(.badArgument, "history_limit: expected a whole number from 0 to \(Limits.maximumHistoryLimit), got \"\(text)\"", key: "history_limit")
-            }
-            historyLimit = value
-        }
+        let historyLimit = try Self.wholeNumber(single, "history_limit", 0...Limits.maximumHistoryLimit) ?? Limits.defaultHistoryLimit
 
         var count: Int?
         if let text = single["count"] {
@@ -371,11 +365,8 @@ public struct JobSpec: Equatable, Sendable {
             }
             self.afterResult = result
         }
-        if let text = single["pause_after_failures"] {
-            guard text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let count = Int(text), (1...Limits.maximumPauseAfterFailures).contains(count) else {
-                throw TimerdError(.badArgument, "pause_after_failures: expected a number of failed runs in a row from 1 to \(Limits.maximumPauseAfterFailures), got \"\(text)\"",
-                                  key: "pause_after_failures")
-            }
+        if let count = try Self.wholeNumber(
+            single, "pause_after_failures", 1...Limits.maximumPauseAfterFailures, what: "a number of failed runs in a row") {
             guard schedule.repeats else {
                 throw TimerdError(.badArgument, "pause_after_failures applies only to repeating schedules (a one-shot runs once)", key: "pause_after_failures")
             }
@@ -401,13 +392,20 @@ public struct JobSpec: Equatable, Sendable {
             }
             spec.maxSize = size
         }
-        if let text = single["log_keep"] {
-            guard text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let keep = Int(text), (0...100).contains(keep) else {
-                throw TimerdError(.badArgument, "log_keep: expected a whole number of old files from 0 to 100, got \"\(text)\"", key: "log_keep")
-            }
-            spec.keep = keep
-        }
+        if let keep = try wholeNumber(single, "log_keep", 0...100, what: "a whole number of old files") { spec.keep = keep }
         return spec
+    }
+
+    /// `single[key]` as a whole number in `range` (digits only: no sign, no spaces), nil when not given;
+    /// otherwise `bad-argument`: "KEY: expected WHAT from LOW to HIGH, got "TEXT"".
+    static func wholeNumber(
+        _ single: [String: String], _ key: String, _ range: ClosedRange<Int>, what: String = "a whole number"
+    ) throws(TimerdError) -> Int? {
+        guard let text = single[key] else { return nil }
+        guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let value = Int(text), range.contains(value) else {
+            throw TimerdError(.badArgument, "\(key): expected \(what) from \(range.lowerBound) to \(range.upperBound), got \"\(text)\"", key: key)
+        }
+        return value
     }
 
     /// The keys of retries, which webhooks (each attempt within one run) and commands (each attempt a run)
@@ -417,14 +415,7 @@ public struct JobSpec: Equatable, Sendable {
     /// `retries` (0 to `Webhook.maximumRetries`) and `retry_backoff` (more than 0, at most
     /// `Webhook.maximumBackoff`), each nil when not given.
     static func retryKeys(_ single: [String: String]) throws(TimerdError) -> (retries: Int?, backoff: Duration?) {
-        var retries: Int?
-        if let text = single["retries"] {
-            let range = 0...Webhook.maximumRetries
-            guard text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let value = Int(text), range.contains(value) else {
-                throw TimerdError(.badArgument, "retries: expected a whole number from \(range.lowerBound) to \(range.upperBound), got \"\(text)\"", key: "retries")
-            }
-            retries = value
-        }
+        let retries = try wholeNumber(single, "retries", 0...Webhook.maximumRetries)
         var backoff: Duration?
         if let text = single["retry_backoff"] {
             let value: Duration
@@ -496,16 +487,9 @@ public struct JobSpec: Equatable, Sendable {
             }
             hook.contentType = type
         }
-        func number(_ key: String, _ range: ClosedRange<Int>) throws(TimerdError) -> Int? {
-            guard let text = single[key] else { return nil }
-            guard text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let value = Int(text), range.contains(value) else {
-                throw TimerdError(.badArgument, "\(key): expected a whole number from \(range.lowerBound) to \(range.upperBound), got \"\(text)\"", key: key)
-            }
-            return value
-        }
         let (retries, backoff) = try retryKeys(single)
         hook.retries = retries ?? 0
-        hook.redirects = try number("redirects", 0...Webhook.maximumRedirects) ?? 0
+        hook.redirects = try wholeNumber(single, "redirects", 0...Webhook.maximumRedirects) ?? 0
         if let backoff { hook.retryBackoff = backoff }
         if let text = single["expect"] { hook.expect = try StatusSet.parse(text) }
         if let path = single["ca_file"] {

@@ -148,5 +148,16 @@ import Testing
         #expect(daemon.logShows("\(daemon.configPath):1: memory_max needs a cgroup for each run"), "\(daemon.log)")
         #expect(daemon.logShows("the config is invalid; not starting"))
     }
+
+    @Test func aUserCeilingRunsCannotHaveStopsTheStartAtItsLine() throws {
+        let daemon = try Daemon(config: """
+            [daemon]
+            user_limit_nofile = 1024
+            user_memory_max = 1G
+            """, waitForReady: false)
+        daemon.process.waitUntilExit()
+        #expect(daemon.process.terminationStatus == 1)
+        #expect(daemon.logShows("\(daemon.configPath):3: user_memory_max needs a cgroup for each run"), "\(daemon.log)")
+    }
 }
 
