@@ -346,10 +346,6 @@ public struct JobSpec: Equatable, Sendable {
         self.pool = try single["pool"].map { text throws(TimerdError) in try Mode.validName(text, key: "pool", what: "pool name") }
         self.logFile = try Self.logFile(single)
         if let text = single["after"] {
-            if cluster == true, schedule != .triggered {
-                throw TimerdError(.badArgument, "a job with after= and a schedule of its own is not shared by a cluster (cluster=yes): "
-                                  + "it runs on the node that has it (one with after= alone can be)", key: "cluster")
-            }
             let upstream = try JobName(text)
             guard upstream != name else {
                 throw TimerdError(.badArgument, "after: a job cannot follow itself", key: "after")

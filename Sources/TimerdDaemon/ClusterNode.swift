@@ -16,7 +16,9 @@ import TimerdSystem
 ///   tries again at once.
 /// - Claims: the leader runs a fire only after a transaction that requires `leader` to be still the one it
 ///   created and `claims/JOB` to be as it last saw it, and writes the fire's instant there. A node that lost
-///   its leadership (paused, partitioned) cannot win a claim, so no fire runs twice.
+///   its leadership (paused, partitioned) cannot win a claim, so no fire runs twice. Fires by an upstream's
+///   run (`after=`) are claimed the same way in `triggers/JOB`, so that `claims/JOB` stays the last instant
+///   of the job's own schedule, which a new leader goes on from.
 /// - The shared jobs (`jobs/NAME`), the mode and finished runs reach every node through one watch of the
 ///   whole prefix.
 ///
@@ -53,7 +55,8 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
         var synced = false
         var watching = false
         var watchStop: WatchStop?
-        /// The leader's view of `claims/JOB`: its mod revision and instant (ns).
+        /// The leader's view of each claim key (`claims/JOB`, `triggers/JOB`): its mod revision and
+        /// instant (ns).
         var claimRevisions: [String: Int64] = [:]
         var lastClaimed: [String: Int64] = [:]
         var stopped = false
@@ -69,6 +72,7 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
     private var memberKey: String { settings.prefix + "members/" + node }
     private func jobKey(_ name: String) -> String { settings.prefix + "jobs/" + name }
     private func claimKey(_ name: String) -> String { settings.prefix + "claims/" + name }
+    private func triggerKey(_ name: String) -> String { settings.prefix + "triggers/" + name }
     private func runKey(_ name: String) -> String { settings.prefix + "runs/" + name }
 
     init(settings: ClusterSettings, node: String, registry: Registry, log: Logger) throws(EtcdError) {
@@ -272,17 +276,17 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
 
     /// This node created `leader` at `revision`: read the claims and take the shared jobs over.
     private func lead(revision: Int64) throws(EtcdError) {
-        let (kvs, _) = try client.get(settings.prefix + "claims/", prefix: true)
         var claims: [String: WallTime] = [:]
         var revisions: [String: Int64] = [:]
         var last: [String: Int64] = [:]
-        let base = settings.prefix + "claims/"
-        for kv in kvs {
-            let name = String(kv.key.dropFirst(base.count))
-            revisions[name] = kv.modRevision
-            if let record = try? Payload.decode(ClaimRecord.self, from: kv.valueString) {
-                claims[name] = WallTime(nanosecondsSinceEpoch: record.at)
-                last[name] = record.at
+        for folder in ["claims/", "triggers/"] {
+            let base = settings.prefix + folder
+            for kv in try client.get(base, prefix: true).0 {
+                revisions[kv.key] = kv.modRevision
+                guard let record = try? Payload.decode(ClaimRecord.self, from: kv.valueString) else { continue }
+                last[kv.key] = record.at
+                // Where each job's own schedule goes on from.
+                if folder == "claims/" { claims[String(kv.key.dropFirst(base.count))] = WallTime(nanosecondsSinceEpoch: record.at) }
             }
         }
         let claimed = claims
@@ -456,23 +460,24 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
 
     // MARK: - Claims (ClusterGate)
 
-    func claim(_ job: JobName, at instant: WallTime, done: @escaping @Sendable (ClaimOutcome) -> Void) {
-        claimQueue.async { [self] in done(decideClaim(job.rawValue, at: instant.nanosecondsSinceEpoch)) }
+    func claim(_ job: JobName, at instant: WallTime, triggered: Bool, done: @escaping @Sendable (ClaimOutcome) -> Void) {
+        let key = triggered ? triggerKey(job.rawValue) : claimKey(job.rawValue)
+        claimQueue.async { [self] in done(decideClaim(key, at: instant.nanosecondsSinceEpoch)) }
     }
 
-    private func decideClaim(_ name: String, at: Int64) -> ClaimOutcome {
+    /// Claims the fire at `at` (ns) under `key` (`claims/JOB` or `triggers/JOB`).
+    private func decideClaim(_ key: String, at: Int64) -> ClaimOutcome {
         // Only what the claim needs (a copy of the whole state would copy its dictionaries on the next write).
-        let snapshot = state.withLock { (role: $0.role, leaderRevision: $0.leaderRevision, leaseDeadline: $0.leaseDeadline, last: $0.lastClaimed[name]) }
+        let snapshot = state.withLock { (role: $0.role, leaderRevision: $0.leaderRevision, leaseDeadline: $0.leaseDeadline, last: $0.lastClaimed[key]) }
         guard snapshot.role == .leader, snapshot.leaderRevision != 0 else { return .lost("this node does not lead the cluster") }
         guard clock.monotonicNow < snapshot.leaseDeadline else {
             return .lost("this node's lease may have expired (no renewal got through for lease_ttl)")
         }
         let when = RFC3339.format(WallTime(nanosecondsSinceEpoch: at))
         if let last = snapshot.last, at <= last { return .lost("its fire at \(when) was already claimed") }
-        let key = claimKey(name)
         let value = Array(Payload.encode(ClaimRecord(at: at, node: node)).utf8)
         for _ in 0..<3 {
-            let known = state.withLock { $0.claimRevisions[name] ?? 0 }
+            let known = state.withLock { $0.claimRevisions[key] ?? 0 }
             let result: EtcdTxnResult
             do {
                 result = try client.txn(
@@ -484,8 +489,8 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
             }
             if result.succeeded {
                 state.withLock {
-                    $0.claimRevisions[name] = result.revision
-                    $0.lastClaimed[name] = at
+                    $0.claimRevisions[key] = result.revision
+                    $0.lastClaimed[key] = at
                 }
                 return .won
             }
@@ -497,8 +502,8 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
             let current = result.ranges.count > 1 ? result.ranges[1].first : nil
             let record = current.flatMap { try? Payload.decode(ClaimRecord.self, from: $0.valueString) }
             state.withLock {
-                $0.claimRevisions[name] = current?.modRevision ?? 0
-                if let record { $0.lastClaimed[name] = max($0.lastClaimed[name] ?? record.at, record.at) }
+                $0.claimRevisions[key] = current?.modRevision ?? 0
+                if let record { $0.lastClaimed[key] = max($0.lastClaimed[key] ?? record.at, record.at) }
             }
             if let record, record.at >= at { return .lost("node \(record.node) already claimed its fire at \(when)") }
         }
@@ -557,12 +562,11 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
     func createJob(_ name: JobName, _ record: SharedJobRecord) async throws(TimerdError) -> Int64 {
         let key = jobKey(name.rawValue)
         let value = Array(Payload.encode(record).utf8)
-        let claims = claimKey(name.rawValue)
-        let runs = runKey(name.rawValue)
+        let stale = [claimKey(name.rawValue), triggerKey(name.rawValue), runKey(name.rawValue)].map { EtcdOperation.delete($0) }
         let result = try await write { client throws(EtcdError) in
             try client.txn(
                 compare: [.createRevision(key, equals: 0)],
-                success: [.put(key, value: value), .delete(claims), .delete(runs)],
+                success: [.put(key, value: value)] + stale,
                 failure: [.get(key)])
         }
         guard result.succeeded else {
@@ -594,12 +598,27 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
         return result.revision
     }
 
-    /// Deletes shared jobs with their claims and last runs.
+    /// Deletes shared jobs (one transaction), then their claims and last runs. Those go afterwards, in
+    /// slices, each only while none of its jobs was added again; they need not all go (a job created
+    /// under the name deletes them first). etcd takes at most 128 operations in a transaction
+    /// (`--max-txn-ops`), and the jobs alone may be that many.
     func deleteJobs(_ names: [JobName]) async throws(TimerdError) -> Int64 {
-        let deletes = names.flatMap { name in
-            [jobKey(name.rawValue), claimKey(name.rawValue), runKey(name.rawValue)].map { EtcdOperation.delete($0) }
+        let deletes = names.map { EtcdOperation.delete(jobKey($0.rawValue)) }
+        let revision = try await write { client throws(EtcdError) in try client.txn(compare: [], success: deletes).revision }
+        writeQueue.async { [self] in
+            for start in stride(from: 0, to: names.count, by: 40) {
+                let slice = names[start..<min(start + 40, names.count)]
+                do throws(EtcdError) {
+                    _ = try client.txn(compare: slice.map { .createRevision(jobKey($0.rawValue), equals: 0) },
+                                       success: slice.flatMap { name in
+                                           [claimKey(name.rawValue), triggerKey(name.rawValue), runKey(name.rawValue)].map { EtcdOperation.delete($0) }
+                                       })
+                } catch {
+                    return log.warning("cluster: cannot delete the claims and last runs of cancelled jobs: \(Self.describe(error)); they go when a job of the name is added again")
+                }
+            }
         }
-        return try await write { client throws(EtcdError) in try client.txn(compare: [], success: deletes).revision }
+        return revision
     }
 
     /// Sets the cluster's mode.

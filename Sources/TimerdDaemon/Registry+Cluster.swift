@@ -10,8 +10,9 @@ import TimerdSystem
 protocol ClusterGate: AnyObject, Sendable {
     /// This node's name.
     var node: String { get }
-    /// Tries to win the fire of `job` scheduled at `instant` in etcd; `done` is called once, on any queue.
-    func claim(_ job: JobName, at instant: WallTime, done: @escaping @Sendable (ClaimOutcome) -> Void)
+    /// Tries to win the fire of `job` scheduled at `instant` in etcd (a fire by its upstream's run if
+    /// `triggered`, claimed apart from its schedule's); `done` is called once, on any queue.
+    func claim(_ job: JobName, at instant: WallTime, triggered: Bool, done: @escaping @Sendable (ClaimOutcome) -> Void)
     /// Tells the other nodes about a finished run of a shared job (for their history and `show`).
     func publishRun(_ job: JobName, _ record: SharedRunRecord)
 }

@@ -24,9 +24,9 @@ extension Registry {
                 handle.stop(reason: reason)
             }
             log.debug(job: name.rawValue, run: run, kill ? "killing: \(reason)" : "stopping: \(reason)")
-        case .claim(let name, let jobID, let instant, let token):
+        case .claim(let name, let jobID, let instant, let triggered, let token):
             guard let cluster else { return }
-            cluster.claim(name, at: instant) { [unowned self] outcome in
+            cluster.claim(name, at: instant, triggered: triggered) { [unowned self] outcome in
                 self.enqueue { registry in
                     switch outcome {
                     case .won: registry.deliver(.claimDecided(name, jobID: jobID, token: token, won: true, reason: ""))

@@ -25,7 +25,6 @@ extension Engine {
             let earliest = scheduledWall + (.zero - job.spec.jitter - .milliseconds(1))
             return civil.next(after: earliest).map { min($0, scheduledWall) } ?? scheduledWall
         case .triggered:
-            // Its upstream's run ended now: the same instant on the leader that saw it.
             return scheduledWall
         }
     }
@@ -39,12 +38,13 @@ extension Engine {
             return "skipped"
         }
         var claimed = pending
-        claimed.scheduledWall = claimInstant(job, scheduledWall: pending.scheduledWall)
+        // A fire by its upstream's run: the instant that run ended, on the leader that saw it.
+        if pending.trigger == nil { claimed.scheduledWall = claimInstant(job, scheduledWall: pending.scheduledWall) }
         let token = nextClaimToken
         nextClaimToken += 1
         claims[token] = claimed
         job.claiming += 1
-        out.append(.claim(name, jobID: job.id, instant: claimed.scheduledWall, token: token))
+        out.append(.claim(name, jobID: job.id, instant: claimed.scheduledWall, triggered: pending.trigger != nil, token: token))
         return "claiming"
     }
 

@@ -56,10 +56,7 @@ extension Engine {
     /// Whether a job from `origin` is shared in cluster mode: runtime jobs unless `cluster=no`, config
     /// jobs only with `cluster=yes`, jobs bound to an owner never.
     package func sharesJob(_ spec: JobSpec, origin: JobOrigin) -> Bool {
-        // A job that follows another and has a schedule of its own is not shared: its triggered fires would
-        // need claims apart from its schedule's (the leader keeps one last claimed instant per job, which
-        // a grid or calendar goes on from at failover). One fired only by its upstream is.
-        guard settings.clusterNode != nil, spec.owner == nil, spec.after == nil || spec.schedule == .triggered else { return false }
+        guard settings.clusterNode != nil, spec.owner == nil else { return false }
         return spec.cluster ?? (origin == .runtime)
     }
 

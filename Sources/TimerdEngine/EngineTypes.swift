@@ -339,8 +339,9 @@ package enum Effect: Sendable {
     /// SIGTERM (then SIGKILL after the kill grace) to a run, or SIGKILL now with `kill`.
     case stopRun(JobName, jobID: UInt64, run: Int, reason: String, kill: Bool)
     /// Cluster mode: try to win the fire of `job` at `instant` in etcd; the answer comes back as
-    /// `Input.claimDecided` with `token`.
-    case claim(JobName, jobID: UInt64, instant: WallTime, token: UInt64)
+    /// `Input.claimDecided` with `token`. A fire by its upstream's run (`triggered`, `after=`) is claimed
+    /// apart from the job's schedule, whose last claimed instant a new leader goes on from.
+    case claim(JobName, jobID: UInt64, instant: WallTime, triggered: Bool, token: UInt64)
     /// Cluster mode: tell the other nodes of a finished run of a shared job.
     indirect case publishRun(FinishedRun)
     indirect case persist(Persist)

@@ -317,6 +317,35 @@ struct ClusterTests {
         for (earlier, next) in zip(later, later.dropFirst()) { #expect(abs(next - earlier - 1) < 0.001) }
     }
 
+    @Test func aSharedChainRunsEachTriggeredFireOnceOnTheLeaderAcrossAFailover() throws {
+        let cluster = try ClusterFixture()
+        let leader = try cluster.waitForLeader()
+        let other = (leader + 1) % 3
+        #expect(try cluster.nodes[leader].request(cluster.addLine("up")) == "OK")
+        #expect(try eventually(timeout: 1, "node \(other) to list up") { try cluster.nodes[other].listNames().contains("up") })
+        // A follower with a schedule of its own as well (hourly, not due in this test), added on another node.
+        let follow = #"ADD down after=up every=1h command="echo down-$TIMERD_TRIGGERED_BY $TIMERD_SCHEDULED_AT $TIMERD_NODE $(date +%s.%N) >> \#(cluster.runsFile)""#
+        #expect(try cluster.nodes[other].request(follow) == "OK")
+        #expect(eventually(timeout: 10, "three triggered runs of down") { cluster.runs("down-up").count >= 3 })
+        let before = cluster.runs("down-up")
+        #expect(Set(before.map(\.node)) == [cluster.nodeNames[leader]], "\(before)")
+        // Each claimed under the instant its upstream's run ended: after that run's own instant.
+        let ups = cluster.runs("up").map { ClusterFixture.seconds($0.scheduled) }
+        for run in before { #expect(ups.contains { abs(ClusterFixture.seconds(run.scheduled) - $0 - 0.5) < 0.5 }, "\(run) after \(ups)") }
+
+        kill(cluster.nodes[leader].process.processIdentifier, SIGKILL)
+        let oldName = cluster.nodeNames[leader]
+        #expect(eventually(timeout: Double(ClusterFixture.leaseTTL) + 10, "another node to run down twice") {
+            cluster.runs("down-up").filter { $0.node != oldName }.count >= 2
+        })
+        cluster.expectNoDuplicates("up")
+        cluster.expectNoDuplicates("down-up")
+        let after = cluster.runs("down-up").filter { $0.node != oldName }
+        #expect(Set(after.map(\.node)).count == 1, "one new leader runs it: \(after)")
+        // Never more triggered runs than upstream runs (each run of up that succeeded fires down once).
+        #expect(cluster.runs("down-up").count <= cluster.runs("up").count)
+    }
+
     @Test func aLeaderPausedPastItsLeaseDoesNotFireTwiceWhenItWakes() throws {
         let cluster = try ClusterFixture()
         let leader = try cluster.waitForLeader()

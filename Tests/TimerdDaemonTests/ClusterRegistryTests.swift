@@ -9,14 +9,14 @@ import TimerdSystem
 /// A cluster gate whose claims the test decides: it records each claim and answers with `decide`.
 final class FakeGate: ClusterGate {
     let node = "n1"
-    let claims = Mutex<[(job: String, at: WallTime)]>([])
+    let claims = Mutex<[(job: String, at: WallTime, triggered: Bool)]>([])
     let published = Mutex<[SharedRunRecord]>([])
     let decide: @Sendable (String, WallTime) -> ClaimOutcome
 
     init(decide: @escaping @Sendable (String, WallTime) -> ClaimOutcome = { _, _ in .won }) { self.decide = decide }
 
-    func claim(_ job: JobName, at instant: WallTime, done: @escaping @Sendable (ClaimOutcome) -> Void) {
-        claims.withLock { $0.append((job.rawValue, instant)) }
+    func claim(_ job: JobName, at instant: WallTime, triggered: Bool, done: @escaping @Sendable (ClaimOutcome) -> Void) {
+        claims.withLock { $0.append((job.rawValue, instant, triggered)) }
         done(decide(job.rawValue, instant))
     }
 
@@ -52,9 +52,9 @@ final class FakeGate: ClusterGate {
         #expect(await !registry.sharesJob(try spec("a", ["every": "1s", "command": "x"]), origin: .config(file: "f", line: 1)))
         #expect(await registry.sharesJob(try spec("a", ["every": "1s", "command": "x", "cluster": "yes"]), origin: .config(file: "f", line: 1)))
         #expect(await !registry.sharesJob(try spec("a", ["every": "1s", "command": "x", "owner": "pid:42"]), origin: .runtime))
-        // A job that follows another is shared when that is all that fires it; with a schedule of its own, not.
+        // A job that follows another is shared, with or without a schedule of its own.
         #expect(await registry.sharesJob(try spec("a", ["after": "b", "command": "x"]), origin: .runtime))
-        #expect(await !registry.sharesJob(try spec("a", ["after": "b", "every": "1h", "command": "x"]), origin: .runtime))
+        #expect(await registry.sharesJob(try spec("a", ["after": "b", "every": "1h", "command": "x"]), origin: .runtime))
     }
 
     @Test func aFollowerKeepsSharedJobsUnarmedAndRunsNothing() async throws {
@@ -118,6 +118,7 @@ final class FakeGate: ClusterGate {
         clock.setWall(added)
         await registry.applySharedJob(try JobName("up"), record([("every", "10s"), ("command", "x")], addedAt: added), revision: 1)
         await registry.applySharedJob(try JobName("down"), record([("after", "up"), ("command", "y")], addedAt: added), revision: 2)
+        await registry.applySharedJob(try JobName("both"), record([("after", "up"), ("every", "1h"), ("command", "z")], addedAt: added), revision: 3)
         clock.advance(by: .seconds(10))
         let up = try #require(await registry.engine.job(JobName("up")))
         await registry.deliver(.deadlineReached(up.spec.name, jobID: up.id))
@@ -125,15 +126,33 @@ final class FakeGate: ClusterGate {
         #expect(launcher.count == 1)
         clock.advance(by: .seconds(2))
         launcher.finish(0)
-        await settle(registry)  // the run's end, which asks for the follower's claim
+        await settle(registry)  // the run's end, which asks for the followers' claims
+        await settle(registry)  // the claims' answers
+        // Claimed apart from their schedules, under the instant the upstream's run ended (not a grid time of
+        // both's own schedule), then run with what triggered them.
+        let claims = gate.claims.withLock { $0 }
+        #expect(claims.map(\.job) == ["up", "both", "down"] || claims.map(\.job) == ["up", "down", "both"], "\(claims)")
+        #expect(claims.map(\.triggered) == [false, true, true])
+        #expect(claims.dropFirst().allSatisfy { $0.at == added + .seconds(12) }, "\(claims)")
+        try #require(launcher.count == 3, "\(sink.all.suffix(8))")
+        for index in 1...2 {
+            #expect(["down", "both"].contains(launcher.request(index).job))
+            #expect(launcher.request(index).environment["TIMERD_TRIGGERED_BY"] == "up")
+            #expect(launcher.request(index).environment["TIMERD_TRIGGER_RUN"] == "1")
+        }
+        // both's own schedule goes on, claimed as its schedule's: at its grid time.
+        launcher.finish(1)
+        launcher.finish(2)
+        await settle(registry)
+        clock.advance(by: .seconds(3600 - 12))
+        let both = try #require(await registry.engine.job(JobName("both")))
+        await registry.deliver(.deadlineReached(both.spec.name, jobID: both.id))
+        await settle(registry)  // the fire, which asks for its claim
         await settle(registry)  // the claim's answer
-        // Claimed under the instant the upstream's run ended, then run with what triggered it.
-        #expect(gate.claims.withLock { $0.map(\.job) } == ["up", "down"])
-        #expect(gate.claims.withLock { $0.last?.at } == added + .seconds(12))
-        try #require(launcher.count == 2, "\(sink.all.suffix(8))")
-        #expect(launcher.request(1).job == "down")
-        #expect(launcher.request(1).environment["TIMERD_TRIGGERED_BY"] == "up")
-        #expect(launcher.request(1).environment["TIMERD_TRIGGER_RUN"] == "1")
+        let last = try #require(gate.claims.withLock { $0.last })
+        #expect(last.job == "both" && !last.triggered && last.at == added + .seconds(3600))
+        try #require(launcher.count == 4)
+        #expect(launcher.request(3).environment["TIMERD_TRIGGERED_BY"] == nil)
     }
 
     @Test func losingTheLeadershipDisarmsAndDropsPendingFires() async throws {

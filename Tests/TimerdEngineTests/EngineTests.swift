@@ -147,7 +147,7 @@ import TimerdCore
         driver.handle(.leading(claims: [:]))
         #expect(driver.armed.count == 1)
         driver.reach("shared", after: .seconds(10))
-        guard case .claim(let name, let jobID, let instant, let token)? = driver.effects.first(where: {
+        guard case .claim(let name, let jobID, let instant, _, let token)? = driver.effects.first(where: {
             if case .claim = $0 { return true } else { return false }
         }) else {
             Issue.record("no claim")
@@ -158,7 +158,7 @@ import TimerdCore
         #expect(driver.starts.map(\.scheduled) == [instant])
 
         driver.reach("shared", after: .seconds(10))
-        guard case .claim(_, _, _, let second)? = driver.effects.first(where: { if case .claim = $0 { return true } else { return false } }) else {
+        guard case .claim(_, _, _, _, let second)? = driver.effects.first(where: { if case .claim = $0 { return true } else { return false } }) else {
             Issue.record("no second claim")
             return
         }
