@@ -580,8 +580,19 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
         return result.revision
     }
 
+    /// How many shared jobs one request may change: each is one operation of one etcd transaction, and
+    /// etcd takes at most 128 (`--max-txn-ops`, default 128).
+    static let maxJobsPerWrite = 128
+
+    private static func checkWriteSize(_ count: Int) throws(TimerdError) {
+        guard count > maxJobsPerWrite else { return }
+        throw TimerdError(.badArgument, "the request selects \(count) shared jobs; a cluster changes at most \(maxJobsPerWrite) in one request "
+                          + "(one etcd transaction, --max-txn-ops): select fewer, nothing was changed")
+    }
+
     /// Replaces shared jobs' records, each only if it is still at the revision this node knows.
     func updateJobs(_ items: [(name: JobName, record: SharedJobRecord, revision: Int64)]) async throws(TimerdError) -> Int64 {
+        try Self.checkWriteSize(items.count)
         let compare = items.map { EtcdCompare.modRevision(jobKey($0.name.rawValue), equals: $0.revision) }
         let puts = items.map { EtcdOperation.put(jobKey($0.name.rawValue), value: Array(Payload.encode($0.record).utf8)) }
         let gets = items.map { EtcdOperation.get(jobKey($0.name.rawValue)) }
@@ -603,6 +614,7 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
     /// under the name deletes them first). etcd takes at most 128 operations in a transaction
     /// (`--max-txn-ops`), and the jobs alone may be that many.
     func deleteJobs(_ names: [JobName]) async throws(TimerdError) -> Int64 {
+        try Self.checkWriteSize(names.count)
         let deletes = names.map { EtcdOperation.delete(jobKey($0.rawValue)) }
         let revision = try await write { client throws(EtcdError) in try client.txn(compare: [], success: deletes).revision }
         writeQueue.async { [self] in

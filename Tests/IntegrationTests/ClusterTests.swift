@@ -346,6 +346,30 @@ struct ClusterTests {
         #expect(cluster.runs("down-up").count <= cluster.runs("up").count)
     }
 
+    @Test func cancellingMoreSharedJobsThanATransactionHoldsRemovesThemAll() throws {
+        let cluster = try ClusterFixture()
+        let leader = try cluster.waitForLeader()
+        let other = (leader + 1) % 3
+        // Each has a claim and a last run in etcd: with its job key, more than etcd takes in one transaction.
+        for index in 0..<60 { #expect(try cluster.nodes[other].request(cluster.addLine("bulk\(index)", extra: "tag=bulk")) == "OK") }
+        #expect(eventually(timeout: 10, "each job to run") { (0..<60).allSatisfy { !cluster.runs("bulk\($0)").isEmpty } })
+        let reply = try cluster.nodes[other].request("CANCEL tag=bulk")
+        #expect(reply.hasPrefix("OK"), "\(reply)")
+        for index in cluster.nodes.indices {
+            #expect(try eventually(timeout: 2, "node \(index) to drop them") { try !cluster.nodes[index].listNames().contains { $0.hasPrefix("bulk") } })
+        }
+        // Their names are free again in the cluster.
+        #expect(try cluster.nodes[leader].request(cluster.addLine("bulk7")) == "OK")
+        // More than one transaction holds: refused whole, with what to do.
+        for index in 0..<130 { #expect(try cluster.nodes[other].request(cluster.addLine("many\(index)", every: "1h", extra: "tag=many")) == "OK") }
+        for verb in ["CANCEL", "PAUSE"] {
+            let refused = try cluster.nodes[leader].request("\(verb) tag=many")
+            #expect(refused.hasPrefix("ERR bad-argument the request selects 130 shared jobs; a cluster changes at most 128"), "\(refused)")
+        }
+        #expect(try cluster.nodes[other].listNames().filter { $0.hasPrefix("many") }.count == 130)
+        #expect(try cluster.nodes[other].show("many0")["state"] as? String == "scheduled")
+    }
+
     @Test func aLeaderPausedPastItsLeaseDoesNotFireTwiceWhenItWakes() throws {
         let cluster = try ClusterFixture()
         let leader = try cluster.waitForLeader()
