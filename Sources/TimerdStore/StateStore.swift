@@ -120,7 +120,7 @@ public final class StateStore: Sendable {
             try database.query(
                 """
                 SELECT job, run, scheduled_at, started_at, ended_at, result, exit_code, http_status, lateness_ms, output,
-                    node, cpu_usage_ms, memory_peak_bytes, io_read_bytes, io_write_bytes, attempt, parameters
+                    node, cpu_usage_ms, memory_peak_bytes, io_read_bytes, io_write_bytes, attempt, parameters, reason, signal
                 FROM runs WHERE job = ?1 ORDER BY id DESC LIMIT ?2
                 """, [.text(job), .integer(Int64(limit))]
             ) { row in
@@ -130,7 +130,7 @@ public final class StateStore: Sendable {
                     httpStatus: row.optionalInt(7), latenessMs: row.optionalDouble(8), output: row.text(9),
                     node: row.optionalText(10), cpuUsageMs: row.optionalDouble(11), memoryPeakBytes: row.optionalInt(12),
                     ioReadBytes: row.optionalInt(13), ioWriteBytes: row.optionalInt(14), attempt: row.int(15),
-                    parameters: row.optionalText(16))
+                    parameters: row.optionalText(16), reason: row.optionalText(17), signal: row.optionalInt(18))
             }
         }
     }

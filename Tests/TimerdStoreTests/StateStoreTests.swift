@@ -483,6 +483,32 @@ import TimerdCore
         #expect(try store.history(job: "a", limit: 10) == [new, old])
     }
 
+    /// A file of schema version 8 gets the reason and signal columns (version 9): its runs have neither,
+    /// new runs keep both.
+    @Test func version8FilesGetTheReasonAndSignalColumns() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let old = StoredRun(job: "a", run: 1, startedAt: t0, endedAt: t0 + .seconds(1), result: "ok", exitCode: 0)
+        do {
+            let (store, _) = try StateStore.open(directory: dir.path, migrations: Array(Schema.migrations.prefix(8)), synchronous: .full)
+            store.close()
+            // The run as a timerd of version 8 wrote it (this build's INSERT names the new columns).
+            let database = try Database(path: dir.path + "/state.db")
+            try database.executeScript("""
+                INSERT INTO runs (job, run, started_at, ended_at, result, exit_code, output)
+                VALUES ('a', 1, \(t0.nanosecondsSinceEpoch), \((t0 + .seconds(1)).nanosecondsSinceEpoch), 'ok', 0, '')
+                """)
+            #expect(try database.userVersion == 8)
+            database.close()
+        }
+        let (store, _) = try StateStore.open(directory: dir.path)
+        defer { store.close() }
+        let new = StoredRun(job: "a", run: 2, startedAt: t0 + .seconds(2), endedAt: t0 + .seconds(3), result: "timeout",
+                            reason: "timed out after 1s; killed with SIGTERM", signal: 15)
+        try store.applyAndWait([.recordRun(new, keep: 10)])
+        #expect(try store.history(job: "a", limit: 10) == [new, old])
+    }
+
     @Test func failingMigrationLeavesTheVersionAlone() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
