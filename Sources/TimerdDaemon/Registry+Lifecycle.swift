@@ -3,6 +3,7 @@ import TimerdConfig
 import TimerdCore
 import TimerdEngine
 import TimerdHost
+import TimerdStore
 import TimerdSystem
 
 /// What a reload changed.
@@ -34,6 +35,10 @@ extension Registry {
                 }
             }
         }
+        // Config jobs new to the engine go on numbering their runs from the state database.
+        let arriving = declared.map(\.spec.name).filter { engine.job($0) == nil }.map(\.rawValue)
+        let highest = (try? store?.highestRuns(of: arriving)) ?? [:]
+        for index in declared.indices { declared[index].runs = highest[declared[index].spec.name.rawValue] ?? 0 }
         // The per-user limits of the config just read (the daemon updated `access` before this call).
         engine.settings.userMaxJobs = access.settings.userMaxJobs
         engine.settings.userMaxRunsPerMinute = access.settings.userMaxRunsPerMinute

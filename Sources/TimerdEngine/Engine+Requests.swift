@@ -511,6 +511,10 @@ extension Engine {
             guard let job = jobs[item.spec.name] else {
                 do {
                     try add(AddJob(spec: item.spec, origin: origin, owner: daemon, civil: item.civil))
+                    if item.runs > 0, let job = jobs[item.spec.name] {
+                        job.runs = max(job.runs, item.runs)
+                        job.nextRunID = max(job.nextRunID, item.runs + 1)
+                    }
                 } catch {
                     log(.error, item.spec.name, "cannot add: \(error.message)")
                 }

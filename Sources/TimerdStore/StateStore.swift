@@ -135,6 +135,26 @@ public final class StateStore: Sendable {
         }
     }
 
+    /// The highest run number each of `jobs` has in its history or its due fires (jobs with none are not
+    /// in the answer): where a config job's run numbers go on after a restart. One indexed look-up a job.
+    public func highestRuns(of jobs: [String]) throws(StoreError) -> [String: Int] {
+        guard !jobs.isEmpty else { return [:] }
+        let pairs = try onQueue { (database: Database) throws(StoreError) in
+            var found: [(String, Int)] = []
+            for job in jobs {
+                let highest = try database.query(
+                    """
+                    SELECT max(coalesce((SELECT max(run) FROM runs WHERE job = ?1), 0),
+                               coalesce((SELECT max(run) FROM fires WHERE job = ?1), 0))
+                    """, [.text(job)]
+                ) { row in row.int(0) }
+                if let highest = highest.first, highest > 0 { found.append((job, highest)) }
+            }
+            return found
+        }
+        return Dictionary(pairs, uniquingKeysWith: { _, last in last })
+    }
+
     /// The job's newest `limit` due fires, newest first (`timerctl why`).
     public func dueFires(job: String, limit: Int) throws(StoreError) -> [StoredFire] {
         guard limit > 0 else { return [] }

@@ -509,6 +509,23 @@ import TimerdCore
         #expect(try store.history(job: "a", limit: 10) == [new, old])
     }
 
+    /// A job's highest run number, from its history or its due fires (a job with `history_limit=0` has
+    /// only those); jobs with neither are left out.
+    @Test func highestRunsComeFromTheHistoryOrTheDueFires() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let (store, _) = try StateStore.open(directory: dir.path)
+        defer { store.close() }
+        try store.applyAndWait([
+            .recordRun(run("a", 2), keep: 10), .recordRun(run("a", 1), keep: 10), .recordRun(run("b", 1), keep: 10),
+            .recordDueFire(StoredFire(job: "b", sequence: 1, scheduled: t0, outcome: "ran", run: 7), keep: 50),
+            .recordDueFire(StoredFire(job: "c", sequence: 1, scheduled: t0, outcome: "ran", run: 4), keep: 50),
+            .recordDueFire(StoredFire(job: "d", sequence: 1, scheduled: t0, outcome: "skipped"), keep: 50),
+        ])
+        #expect(try store.highestRuns(of: ["a", "b", "c", "d", "none"]) == ["a": 2, "b": 7, "c": 4])
+        #expect(try store.highestRuns(of: []) == [:])
+    }
+
     @Test func failingMigrationLeavesTheVersionAlone() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
