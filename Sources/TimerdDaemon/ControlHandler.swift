@@ -100,7 +100,10 @@ struct ControlHandler: Sendable {
         }
         switch target {
         case .all: return .all
-        case .tag(let tag): return .tag(tag)
+        case .tag(let tag):
+            // As for an unknown name: a watch of nothing would wait forever.
+            guard await registry.hasJobs(withTag: tag) else { throw TimerdError(.noSuchJob, "no jobs with tag \(tag)") }
+            return .tag(tag)
         case .job(let name):
             _ = try await registry.show(name, viewer: client)  // no-such-job for an unknown name
             return .job(name)
