@@ -243,6 +243,30 @@ import TimerdCore
         #expect(driver.starts.first?.lateness == .seconds(3))
     }
 
+    /// A second run by hand while the first still waits for a run slot is `skipped` under overlap=skip
+    /// (RUN's reply, docs/protocol.md): counted with its reason, and nothing more waits.
+    @Test func aSecondRunByHandWhileTheFirstWaitsForASlotIsSkipped() {
+        var driver = Driver(settings: EngineSettings(maxRunning: 1))
+        _ = driver.add("long", ["every": "1h"])
+        _ = driver.add("b", ["every": "1h"])
+        driver.handle(.runNow(T.name("long"), by: T.root))
+        #expect(driver.reply == .success(.fire("started")))
+        driver.handle(.runNow(T.name("b"), by: T.root))
+        #expect(driver.reply == .success(.fire("waiting")))
+        driver.handle(.runNow(T.name("b"), by: T.root))
+        #expect(driver.reply == .success(.fire("skipped")))
+        let b = driver.engine.job(T.name("b"))!
+        #expect(b.skipped == 1 && b.waitingForSlot == 1)
+        #expect(driver.decisions.contains {
+            if case .skipped(_, _, _, let reason) = $0 { return reason == "the previous fire is still waiting for a run slot (overlap=skip)" }
+            return false
+        })
+        // Forced, it waits for a slot as well.
+        driver.handle(.runNow(T.name("b"), by: T.root, force: true))
+        #expect(driver.reply == .success(.fire("waiting")))
+        #expect(b.waitingForSlot == 2)
+    }
+
     /// Delivers the job's retry (its armed deadline) and returns the run it started.
     static func retry(_ driver: inout Driver, _ name: String) -> RunStart? {
         guard case .mono(let due)? = driver.armed.last?.1 else { return nil }
