@@ -88,8 +88,10 @@ public enum ControlCommand: Sendable, Hashable {
         (.ping, "PING"),
         (.version, "VERSION"),
         (.help, "HELP"),
-        (.add, "ADD NAME (every=DUR [start=DUR] | in=DUR | at=TIME) (command=STRING | -- PROGRAM ARG…) [key=value…]"),
-        (.exec, "EXEC [start=DUR] [interval=DUR] [repeats=yes|no] [async=yes|no] (command=STRING | -- PROGRAM ARG…) [key=value…]"),
+        (.add, "ADD NAME (every=DUR [start=DUR] | in=DUR | at=TIME | cron=EXPR | calendar=SPEC | after=JOB) "
+            + "(command=STRING | argv=WORDS | webhook=URL | -- PROGRAM ARG…) [key=value…]"),
+        (.exec, "EXEC [start=DUR] [interval=DUR] [repeats=yes|no] [async=yes|no] "
+            + "(command=STRING | argv=WORDS | webhook=URL | -- PROGRAM ARG…) [key=value…]"),
         (.cancel, "CANCEL (NAME… | tag=TAG)"),
         (.pause, "PAUSE (NAME… | tag=TAG)"),
         (.resume, "RESUME (NAME… | tag=TAG) [now | after=DUR]"),
