@@ -65,12 +65,12 @@ extension Registry {
         deliver(.shutdown)
         defer { flushFireRecords() }
         guard engine.runningTotal > 0 else { return }
-        log.notice("stopping: waiting up to \(DurationText.format(grace)) for \(engine.runningTotal) running job(s)")
+        log.notice("stopping: waiting up to \(DurationText.format(grace)) for \(engine.runningTotal.counted("running job"))")
         let timer = DispatchSource.makeTimerSource(queue: queue)
         timer.schedule(deadline: .now() + .nanoseconds(Int(grace.nanoseconds)))
         timer.setEventHandler { [unowned self] in
             self.assumeIsolated { registry in
-                registry.log.warning("stopping: grace period over; killing \(registry.engine.runningTotal) run(s)")
+                registry.log.warning("stopping: grace period over; killing \(registry.engine.runningTotal.counted("run"))")
                 registry.deliver(.killAll(reason: "timerd stopped and the grace period ran out"))
             }
         }

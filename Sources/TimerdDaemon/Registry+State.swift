@@ -132,7 +132,7 @@ extension Registry {
                 store.flush()
                 let held = store.counters.backlog
                 if held > 0, case .failing(_, let reason) = store.health {
-                    self.log.error("state: \(held) held change(s) of fire bookkeeping and run history are lost with the stop (\(reason))")
+                    self.log.error("state: \(held.counted("held change")) of fire bookkeeping and run history \(held == 1 ? "is" : "are") lost with the stop (\(reason))")
                 }
                 store.close()
                 continuation.resume()

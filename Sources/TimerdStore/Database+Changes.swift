@@ -160,8 +160,8 @@ extension StoreChange {
         case .recordRun(let run, _): "recordRun \(run.run) of \(run.job)"
         case .recordConfigJobFire(let name, _): "recordConfigJobFire of \(name)"
         case .recordDueFire(let fire, _): "recordDueFire \(fire.sequence) of \(fire.job)"
-        case .markCancelled(let id, let names): "markCancelled \(id) of \(names.count) jobs"
-        case .deleteCancelled(let id, let names, _, _): "deleteCancelled \(id) of \(names.count) jobs"
+        case .markCancelled(let id, let names): "markCancelled \(id) of \(names.count.counted("job"))"
+        case .deleteCancelled(let id, let names, _, _): "deleteCancelled \(id) of \(names.count.counted("job"))"
         }
     }
 }

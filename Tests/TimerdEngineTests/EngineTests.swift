@@ -267,6 +267,31 @@ import TimerdCore
         #expect(b.waitingForSlot == 2)
     }
 
+    /// A finished one-shot cannot be paused: a config job is told to change its config (as CANCEL tells
+    /// it, which no longer offers a pause), a runtime job to cancel it and add it again.
+    @Test func aFinishedOneShotsHintsAgreeWithWhereItIsDeclared() {
+        var driver = Driver()
+        driver.handle(.reload([T.declared("once", ["in": "1s"])], maxRunning: 4))
+        _ = driver.add("mine", ["in": "1s"])
+        driver.clock.advance(by: .seconds(1))
+        for name in ["once", "mine"] {
+            let job = driver.engine.job(T.name(name))!
+            driver.handle(.deadlineReached(job.spec.name, jobID: job.id))
+            driver.finish(driver.starts[0])
+            #expect(job.state == .finished, "\(name)")
+        }
+        func message(_ input: Input) -> String? {
+            driver.handle(input)
+            if case .failure(let error)? = driver.reply { return error.message }
+            return nil
+        }
+        #expect(message(.pause([T.name("once")], by: T.root, checkOnly: false))
+            == "once has finished its schedule; RUN it by hand, or give it a new schedule in test.conf:1 and reload")
+        #expect(message(.cancel([T.name("once")], by: T.root, checkOnly: false)) == "once is declared in test.conf:1; remove it there and reload")
+        #expect(message(.pause([T.name("mine")], by: T.root, checkOnly: false))
+            == "mine has finished its schedule; RUN it by hand, or cancel it and add it again")
+    }
+
     /// Delivers the job's retry (its armed deadline) and returns the run it started.
     static func retry(_ driver: inout Driver, _ name: String) -> RunStart? {
         guard case .mono(let due)? = driver.armed.last?.1 else { return nil }
