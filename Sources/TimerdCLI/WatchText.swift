@@ -7,7 +7,7 @@ import TimerdSystem
 ///
 /// `18:30:56.401 hello fired`, `18:30:56.403 hello #3 started`,
 /// `18:30:56.403 hello #3 finished ok (exited with status 0)`,
-/// `18:31:00.000 x skipped: run 1 is still going (overlap=skip)`, `… x cancelled: REASON`,
+/// `18:31:00.000 x skipped: run 1 is still going (overlap=skip)`, `… x cancelled`, `… x cancelled: REASON`,
 /// `… x added`, `… x paused`, `… x resumed`, `… watch dropped: REASON`. A line that is not an
 /// event is printed as it came.
 package enum WatchText {
@@ -38,7 +38,15 @@ package enum WatchText {
             if let result = event.result { text += " " + result }
             if let reason = event.reason { text += " (\(reason))" }
         default:
-            if let reason = event.reason { text += ": " + reason }
+            guard let reason = event.reason else { break }
+            // A reason that starts with the event's own word takes its place, so the word is said once:
+            // `x cancelled`, `x cancelled: its owner process 4242 exited`, not `x cancelled: cancelled…`.
+            let rest = reason.dropFirst(event.event.count)
+            if reason.hasPrefix(event.event), rest.isEmpty || [":", ";", " "].contains(rest.first!) {
+                text += rest
+            } else {
+                text += ": " + reason
+            }
         }
         return text + "\n"
     }

@@ -577,7 +577,10 @@ private struct JobBuilder {
                 if error.code == .missingArgument {
                     let keys = current.contains { Self.scheduleKeys.contains($0.option.key) } ? Self.actionKeys : Self.scheduleKeys
                     let cause = removed.first { keys.contains($0) }
-                    if cause == nil, suggested.isDisjoint(with: keys) { report(line, error.message) }
+                    if cause == nil, suggested.isDisjoint(with: keys) {
+                        // JobSpec's words name the `--` of a request, which a config file does not have.
+                        report(line, keys == Self.actionKeys ? JobSpec.actionRequired(programAfterDashes: false) : error.message)
+                    }
                     let stand = cause ?? keys[0]
                     current.append((KeyValue(stand, Self.placeholders[stand]!), line))
                     continue

@@ -138,6 +138,12 @@ public struct JobSpec: Equatable, Sendable {
     /// Keys that may be given more than once.
     public static let repeatableKeys: Set<String> = ["env", "meta", "tag", "header"]
 
+    /// Why a job without an action is refused. `programAfterDashes`: whether the request can give the
+    /// program after `--` (a protocol request can; a config file has no `--`, so its diagnostic leaves it out).
+    public static func actionRequired(programAfterDashes: Bool) -> String {
+        "an action is required: command=STRING, argv=WORDS" + (programAfterDashes ? ", webhook=URL or a program after --" : " or webhook=URL")
+    }
+
     /// Builds a spec from `key=value` options and an optional argv (the words after `--`).
     ///
     /// Throws `bad-argument` (with `key` set to the offending key) or `missing-argument`.
@@ -283,7 +289,7 @@ public struct JobSpec: Equatable, Sendable {
             throw TimerdError(.badArgument, "give only one action: command=, argv=, webhook= or words after --", key: key)
         }
         guard let action = actions.first else {
-            throw TimerdError(.missingArgument, "an action is required: command=STRING, webhook=URL or a program after --")
+            throw TimerdError(.missingArgument, Self.actionRequired(programAfterDashes: true))
         }
 
         var overlap = OverlapPolicy.skip

@@ -298,7 +298,7 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
             state.lastClaimed = last
             return { $0.becomeLeader(claims: claimed) }
         }
-        log.notice("cluster: this node leads (leader key at revision \(revision)); \(claims.count) job(s) have claimed fires")
+        log.notice("cluster: this node leads (leader key at revision \(revision)); \(claims.count.counted("job")) \(claims.count == 1 ? "has" : "have") claimed fires")
     }
 
     private func stepDown(_ role: ClusterRole, reason: String) {
@@ -350,7 +350,7 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
             $0.watchRevision = revision + 1
             $0.synced = true
         }
-        log.info("cluster: \(records.count) shared job(s) in etcd at revision \(revision)")
+        log.info("cluster: \(records.count.counted("shared job")) in etcd at revision \(revision)")
         let (jobs, clusterMode) = (records, mode)
         registry.enqueue { $0.syncSharedJobs(jobs, mode: clusterMode) }
         noteLeader(leader)

@@ -100,7 +100,10 @@ struct ControlHandler: Sendable {
         }
         switch target {
         case .all: return .all
-        case .tag(let tag): return .tag(tag)
+        case .tag(let tag):
+            // As for an unknown name: a watch of nothing would wait forever.
+            guard await registry.hasJobs(withTag: tag) else { throw TimerdError(.noSuchJob, "no jobs with tag \(tag)") }
+            return .tag(tag)
         case .job(let name):
             _ = try await registry.show(name, viewer: client)  // no-such-job for an unknown name
             return .job(name)
@@ -200,7 +203,7 @@ struct ControlHandler: Sendable {
             return .ok(Payload.encode(await registry.stats(requests: requests.value, version: Self.version)))
         case .mode(let name):
             guard let name else { return .ok(Payload.encode(await registry.modeInfo())) }
-            try adminOnly(client, "switching the daemon's mode (MODE NAME)")
+            try adminOnly(client, "switch the daemon's mode (MODE NAME)")
             try await cluster?.setMode(name)
             return .ok(Payload.encode(await registry.switchMode(to: name)))
         case .show(let name):
@@ -213,7 +216,7 @@ struct ControlHandler: Sendable {
             }
             return .ok(Payload.encode(await cluster.info(sharedJobs: await registry.sharedJobCount())))
         case .reload:
-            try adminOnly(client, "RELOAD")
+            try adminOnly(client, "reload the config (RELOAD)")
             return .ok(Payload.encode(try await reload()))
         }
     }
@@ -255,11 +258,13 @@ struct ControlHandler: Sendable {
         return try await cluster.updateJobs(records)
     }
 
-    /// Throws `permission-denied` unless `client` is root or timerd's own user.
+    /// Throws `permission-denied` unless `client` is root or timerd's own user. `what`: what only root
+    /// may do, as a verb phrase ("reload the config (RELOAD)").
     private func adminOnly(_ client: Client, _ what: String) throws(TimerdError) {
         guard !client.isAdmin else { return }
-        log(client, "refused \(what): root only")
-        throw TimerdError(.permissionDenied, "only root may use \(what)")
+        let message = "only root may \(what)"
+        log(client, "refused: \(message)")
+        throw TimerdError(.permissionDenied, message)
     }
 
     /// The job an `ADD` describes, checked, and allowed for `client`.

@@ -65,7 +65,7 @@ public actor Daemon {
         }
         if options.checkConfig {
             let files = configuration.files.isEmpty ? "no config file (\(configPath) is missing)" : configuration.files.joined(separator: ", ")
-            print("config OK: \(configuration.jobs.count) job(s) in \(files)")
+            print("config OK: \(configuration.jobs.count.counted("job")) in \(files)")
             CurrentProcess.exit(0)
         }
 
@@ -340,7 +340,7 @@ public actor Daemon {
 
         let counts = await registry.counts()
         let files = configuration.files.isEmpty ? "no config file" : "config \(configuration.files[0])"
-        log.notice("timerd \(ControlHandler.version) ready: \(counts.jobs) job(s) from \(files); listening on \(server.path) (pid \(CurrentProcess.id))")
+        log.notice("timerd \(ControlHandler.version) ready: \(counts.jobs.counted("job")) from \(files); listening on \(server.path) (pid \(CurrentProcess.id))")
         // READY=1 only now: the socket listens and every config job is armed.
         Notifier.ready(status: await registry.statusLine())
         await registry.watchStoreHealth()
@@ -471,7 +471,7 @@ public actor Daemon {
         log.notice("\(signal) received: stopping")
         let grace = settings.withLock { $0.stopGrace }
         let counts = await registry.counts()
-        Notifier.stopping(status: counts.running == 0 ? "stopping" : "stopping: waiting up to \(DurationText.format(grace)) for \(counts.running) running job(s)")
+        Notifier.stopping(status: counts.running == 0 ? "stopping" : "stopping: waiting up to \(DurationText.format(grace)) for \(counts.running.counted("running job"))")
         if counts.running > 0 {
             // Room for the grace period plus the SIGKILL that may follow it, whatever TimeoutStopSec= says.
             Notifier.extendTimeout(by: grace + .seconds(5))

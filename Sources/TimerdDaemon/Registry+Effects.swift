@@ -77,7 +77,9 @@ extension Registry {
             request.successExitCodes = start.spec.successExitCodes ?? [0]
             request.logFile = start.spec.logFile.map { RunLogFile.Settings(path: $0.path, maxSize: $0.maxSize, keep: $0.keep) }
             request.failOnStderr = start.spec.failOnStderr ?? false
-            request.environment = environment(for: start.spec, runID: start.run, scheduled: start.scheduled, runAs: request.runAs)
+            // A run by hand was not due: no TIMERD_SCHEDULED_AT, as its history's scheduled_at is null.
+            request.environment = environment(
+                for: start.spec, runID: start.run, scheduled: start.kind == .manual ? nil : start.scheduled, runAs: request.runAs)
             if start.spec.commandRetries != nil { request.environment["TIMERD_ATTEMPT"] = String(start.attempt) }
             if let trigger = start.trigger {
                 request.environment["TIMERD_TRIGGERED_BY"] = trigger.job.rawValue
@@ -136,14 +138,15 @@ extension Registry {
         return baseEnvironment.filter { !RunAs.accountVariables.contains($0.key) }
     }
 
-    /// The child's environment: the base, the job's `env`, then `TIMERD_*` and `meta` as `TIMERD_META_*`.
-    private func environment(for spec: JobSpec, runID: Int, scheduled: WallTime, runAs: RunAs?) -> [String: String] {
+    /// The child's environment: the base, the job's `env`, then `TIMERD_*` and `meta` as `TIMERD_META_*`;
+    /// `TIMERD_SCHEDULED_AT` only with `scheduled` (nil for a run by hand).
+    private func environment(for spec: JobSpec, runID: Int, scheduled: WallTime?, runAs: RunAs?) -> [String: String] {
         var values: [String: String] = [:]
         for pair in baseEnvironment(runAs: runAs) { values[pair.key] = pair.value }
         for pair in spec.env { values[pair.key] = pair.value }
         values["TIMERD_JOB"] = spec.name.rawValue
         values["TIMERD_RUN"] = String(runID)
-        values["TIMERD_SCHEDULED_AT"] = RFC3339.format(scheduled)
+        if let scheduled { values["TIMERD_SCHEDULED_AT"] = RFC3339.format(scheduled) }
         if let cluster { values["TIMERD_NODE"] = cluster.node }
         for pair in spec.meta { values["TIMERD_META_" + pair.key.uppercased()] = pair.value }
         return values

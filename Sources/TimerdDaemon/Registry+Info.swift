@@ -18,7 +18,7 @@ struct JobSnapshot: Sendable {
     var running: Int
     var skipped: Int
     var pending: Int
-    var lastStarted: (id: Int, at: WallTime, lateness: Duration)?
+    var lastStarted: (id: Int, at: WallTime, lateness: Duration?)?
     var lastOutcome: RunOutcome?
     /// The last run's output as held for `show` (nil when there is no last run).
     var lastOutput: String?
@@ -56,7 +56,7 @@ extension JobInfo {
         if let started = job.lastStarted {
             last_run = started.id
             last_started = RFC3339.format(started.at)
-            last_lateness_ms = Double(started.lateness.nanoseconds) / 1_000_000
+            last_lateness_ms = started.lateness.map { Double($0.nanoseconds) / 1_000_000 }
         }
         if let outcome = job.lastOutcome {
             last_finished = RFC3339.format(outcome.finishedWall)

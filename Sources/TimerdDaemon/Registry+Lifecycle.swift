@@ -3,6 +3,7 @@ import TimerdConfig
 import TimerdCore
 import TimerdEngine
 import TimerdHost
+import TimerdStore
 import TimerdSystem
 
 /// What a reload changed.
@@ -34,6 +35,10 @@ extension Registry {
                 }
             }
         }
+        // Config jobs new to the engine go on numbering their runs from the state database.
+        let arriving = declared.map(\.spec.name).filter { engine.job($0) == nil }.map(\.rawValue)
+        let highest = (try? store?.highestRuns(of: arriving)) ?? [:]
+        for index in declared.indices { declared[index].runs = highest[declared[index].spec.name.rawValue] ?? 0 }
         // The per-user limits of the config just read (the daemon updated `access` before this call).
         engine.settings.userMaxJobs = access.settings.userMaxJobs
         engine.settings.userMaxRunsPerMinute = access.settings.userMaxRunsPerMinute
@@ -60,12 +65,12 @@ extension Registry {
         deliver(.shutdown)
         defer { flushFireRecords() }
         guard engine.runningTotal > 0 else { return }
-        log.notice("stopping: waiting up to \(DurationText.format(grace)) for \(engine.runningTotal) running job(s)")
+        log.notice("stopping: waiting up to \(DurationText.format(grace)) for \(engine.runningTotal.counted("running job"))")
         let timer = DispatchSource.makeTimerSource(queue: queue)
         timer.schedule(deadline: .now() + .nanoseconds(Int(grace.nanoseconds)))
         timer.setEventHandler { [unowned self] in
             self.assumeIsolated { registry in
-                registry.log.warning("stopping: grace period over; killing \(registry.engine.runningTotal) run(s)")
+                registry.log.warning("stopping: grace period over; killing \(registry.engine.runningTotal.counted("run"))")
                 registry.deliver(.killAll(reason: "timerd stopped and the grace period ran out"))
             }
         }

@@ -90,7 +90,7 @@ extension Registry {
                 output: outcome.output, node: record.node, cpuUsageMs: outcome.usage.cpuMilliseconds,
                 memoryPeakBytes: outcome.usage.memoryPeakBytes.map(Int.init), ioReadBytes: outcome.usage.ioReadBytes.map(Int.init),
                 ioWriteBytes: outcome.usage.ioWriteBytes.map(Int.init), attempt: record.attempt,
-                parameters: record.parameters.map { Payload.encode($0) }), keep: keep)
+                parameters: record.parameters.map { Payload.encode($0) }, reason: outcome.reason, signal: outcome.signal), keep: keep)
         case .fireRecord(let record, let keep):
             return .recordDueFire(StoredFire(
                 job: record.job.rawValue, sequence: record.sequence, scheduled: record.scheduled, outcome: record.outcome.rawValue,
@@ -132,7 +132,7 @@ extension Registry {
                 store.flush()
                 let held = store.counters.backlog
                 if held > 0, case .failing(_, let reason) = store.health {
-                    self.log.error("state: \(held) held change(s) of fire bookkeeping and run history are lost with the stop (\(reason))")
+                    self.log.error("state: \(held.counted("held change")) of fire bookkeeping and run history \(held == 1 ? "is" : "are") lost with the stop (\(reason))")
                 }
                 store.close()
                 continuation.resume()
@@ -177,7 +177,8 @@ extension Registry {
         }
     }
 
-    /// `show`'s last run after a restart: the newest run in the history.
+    /// `show`'s last run after a restart: the newest run in the history, with the reason, signal and usage
+    /// it was recorded with (runs recorded before schema version 9 have no reason: it is made up).
     private func lastRun(_ name: JobName) -> FinishedRun? {
         guard let store, let last = try? store.history(job: name.rawValue, limit: 1).first else { return nil }
         let result = RunOutcome.Result(rawValue: last.result) ?? .failed
@@ -185,9 +186,14 @@ extension Registry {
             job: name, run: last.run, scheduledAt: last.scheduledAt, startedAt: last.startedAt,
             lateness: last.latenessMs.map { .nanoseconds(Int64($0 * 1_000_000)) },
             outcome: RunOutcome(
-                result: result, exitCode: last.exitCode, httpStatus: last.httpStatus,
-                reason: last.exitCode.map { "exited with status \($0)" } ?? last.httpStatus.map { "status \($0)" } ?? last.result,
-                output: last.output, finishedWall: last.endedAt, duration: max(.zero, last.endedAt - last.startedAt)),
+                result: result, exitCode: last.exitCode, signal: last.signal, httpStatus: last.httpStatus,
+                reason: last.reason
+                    ?? last.exitCode.map { "exited with status \($0)" } ?? last.httpStatus.map { "status \($0)" } ?? last.result,
+                output: last.output, finishedWall: last.endedAt, duration: max(.zero, last.endedAt - last.startedAt),
+                usage: RunUsage(
+                    cpu: last.cpuUsageMs.map { .nanoseconds(Int64(($0 * 1_000).rounded()) * 1_000) },
+                    memoryPeakBytes: last.memoryPeakBytes.map(Int64.init), ioReadBytes: last.ioReadBytes.map(Int64.init),
+                    ioWriteBytes: last.ioWriteBytes.map(Int64.init))),
             node: last.node)
     }
 }

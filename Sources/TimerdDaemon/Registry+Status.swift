@@ -15,7 +15,7 @@ extension Registry {
             if let at, next == nil || at < next!.at || (at == next!.at && name < next!.name) { next = (name, at) }
         }
         let count = engine.jobs.count - engine.cancelPendingCount
-        let base = storageStatus() + clusterStatus() + "\(count) job\(count == 1 ? "" : "s"), \(engine.runningTotal) running"
+        let base = storageStatus() + clusterStatus() + "\(count.counted("job")), \(engine.runningTotal) running"
         guard let next else { return base + ", nothing scheduled" }
         let seconds = next.at.nanosecondsSinceEpoch / 1_000_000_000
         return base + ", next: \(next.name) at \(SystemClock.localTimeOfDay(seconds))"

@@ -31,8 +31,8 @@ extension Registry {
             // Whole seconds (milliseconds under one): "after 3s", not "after 3s9ms67us851ns".
             let unit: Int64 = after < .seconds(1) ? 1_000_000 : 1_000_000_000
             let shown = Duration.nanoseconds(after.nanoseconds / unit * unit)
-            var message = "state: writing again after \(DurationText.format(shown)); wrote \(written) held change(s)"
-            if lost > 0 { message += "; \(lost) change(s) of run history could not be held and are lost" }
+            var message = "state: writing again after \(DurationText.format(shown)); wrote \(written.counted("held change"))"
+            if lost > 0 { message += "; \(lost.counted("change")) of run history could not be held and \(lost == 1 ? "is" : "are") lost" }
             if rebuilt { message += "; state.db is a new file now, with every job as it is in memory: the run history before is not in it" }
             if lost > 0 || rebuilt { log.warning(message) } else { log.notice(message) }
             emitDaemonEvent("storage", reason: "ok: " + message.dropFirst("state: ".count))

@@ -416,6 +416,9 @@ actor Registry {
     /// Jobs carrying `tag`, sorted by name.
     func names(withTag tag: String) -> [JobName] { engine.names(withTag: tag) }
 
+    /// Whether any job carries `tag` (without listing them).
+    func hasJobs(withTag tag: String) -> Bool { !engine.jobs.names(withTag: tag).isEmpty }
+
     /// Whether a control connection owns `owner=connection` jobs (such a connection is never idle-closed).
     func ownsJobs(connection: Int) -> Bool {
         engine.jobs.owned(byConnection: connection).contains { engine.job($0).map { !engine.isCancelPending($0) } ?? false }

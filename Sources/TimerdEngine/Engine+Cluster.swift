@@ -87,7 +87,7 @@ extension Engine {
             if job.state == .scheduled { arm(job) }
             runMissed(job)
         }
-        if !wasLeader { log(.notice, "cluster: this node (\(node)) now leads: it runs the \(count) shared job(s)") }
+        if !wasLeader { log(.notice, "cluster: this node (\(node)) now leads: it runs the \(count.counted("shared job"))") }
     }
 
     /// This node does not lead (any more): shared jobs stop here at once. Runs already going finish;
@@ -110,7 +110,7 @@ extension Engine {
                 job.waitingForSlot = 0
             }
         }
-        if dropped > 0 { log(.warning, "cluster: \(dropped) pending shared fire(s) dropped with the leadership") }
+        if dropped > 0 { log(.warning, "cluster: \(dropped.counted("pending shared fire")) dropped with the leadership") }
     }
 
     // MARK: - The shared job set
@@ -161,7 +161,7 @@ extension Engine {
         outcome.reason = "\(outcome.exitCode.map { "exited with status \($0)" } ?? outcome.result.rawValue) on node \(from)"
         job.runs = max(job.runs, record.run)
         job.nextRunID = max(job.nextRunID, record.run + 1)
-        job.lastStarted = (record.run, record.startedAt, record.lateness ?? .zero)
+        job.lastStarted = (record.run, record.startedAt, record.lateness)
         var kept = outcome
         kept.output = ""
         job.lastOutcome = (record.run, kept)

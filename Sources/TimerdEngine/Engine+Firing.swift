@@ -22,7 +22,7 @@ extension Engine {
         }
         if first, pending.kind == .scheduled, !takeRunToken(ownerUID: job.ownerUID) {
             noteSkip(job, count: 1, scheduled: pending.scheduledWall, sequence: pending.sequence,
-                     reason: "uid \(job.ownerUID)'s jobs started \(settings.userMaxRunsPerMinute) runs in the last minute (user_max_runs_per_minute)")
+                     reason: "uid \(job.ownerUID)'s jobs started \(settings.userMaxRunsPerMinute.counted("run")) in the last minute (user_max_runs_per_minute)")
             return "skipped"
         }
         // A run by hand with force: alongside whatever runs, as `overlap=allow` would.
@@ -71,7 +71,7 @@ extension Engine {
         job.waitingForSlot += 1
         waiting.append((name, job.id, pending))
         let reason = runningTotal >= settings.maxRunning
-            ? "fire waits for a run slot (max_running=\(settings.maxRunning) runs already going)"
+            ? "fire waits for a run slot (max_running=\(settings.maxRunning): \(settings.maxRunning.counted("run")) already going)"
             : "fire waits for a slot of pool \(job.spec.pool!) (max_running=\(settings.pools[job.spec.pool!] ?? 0) of its runs already going)"
         log(.notice, name, reason)
         noteWaiting(job, pending, outcome: .waiting, reason: reason)
@@ -88,7 +88,8 @@ extension Engine {
             id: runID, startedMono: now.mono, startedWall: now.wall, kind: pending.kind, scheduledWall: pending.scheduledWall,
             lateness: lateness, sequence: pending.sequence, attempt: pending.attempt, parameters: pending.parameters,
             trigger: pending.trigger))
-        job.lastStarted = (runID, now.wall, lateness)
+        // A run by hand has no lateness (`show` agrees with its history): it was due when asked for.
+        job.lastStarted = (runID, now.wall, pending.kind == .manual ? nil : lateness)
         runningTotal += 1
         if let pool = job.spec.pool, settings.pools[pool] != nil {
             runningByPool[pool, default: 0] += 1

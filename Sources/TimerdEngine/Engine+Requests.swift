@@ -21,7 +21,7 @@ extension Engine {
         let owned = jobs.countByOwner[request.owner.uid, default: 0] - cancelPendingByOwner[request.owner.uid, default: 0]
             + addsBeingSaved.byOwner[request.owner.uid, default: 0]
         if !request.owner.isAdmin, owned >= maxJobs {
-            throw TimerdError(.tooManyJobs, "uid \(request.owner.uid) already has \(maxJobs) jobs (user_max_jobs); cancel some first")
+            throw TimerdError(.tooManyJobs, "uid \(request.owner.uid) already has \(maxJobs.counted("job")) (user_max_jobs); cancel some first")
         }
         if let upstream = spec.after, request.origin == .runtime, jobs[upstream] == nil || isCancelPending(jobs[upstream]!) {
             throw TimerdError(.badArgument, "after: no job named \(upstream) to follow", key: "after")
@@ -265,7 +265,7 @@ extension Engine {
             if case .config(let file, let line) = job.origin {
                 throw TimerdError(
                     .declaredInConfig,
-                    "\(name) is declared in \(file):\(line); remove it there and reload (it can be paused)")
+                    "\(name) is declared in \(file):\(line); remove it there and reload" + (job.state == .finished ? "" : " (it can be paused)"))
             }
             return job
         }
@@ -274,7 +274,7 @@ extension Engine {
     /// `cancelled 3 jobs: a, b, c`; beyond ten names, `…, j9 and 990 more`.
     static func cancelledSummary(_ names: [JobName]) -> String {
         let shown = names.prefix(10).map(\.rawValue).joined(separator: ", ")
-        return "cancelled \(names.count) jobs: " + shown + (names.count > 10 ? " and \(names.count - 10) more" : "")
+        return "cancelled \(names.count.counted("job")): " + shown + (names.count > 10 ? " and \(names.count - 10) more" : "")
     }
 
     /// Removes a job, stops its timer and drops its pending fires. Its runs in progress are stopped as
@@ -301,10 +301,10 @@ extension Engine {
         }
         var message = reason
         if !job.active.isEmpty {
-            message += stopRuns ? "; stopping its \(job.active.count) run(s) in progress"
-                : "; \(job.active.count) run(s) still going will finish on their own"
+            message += stopRuns ? "; stopping its \(job.active.count.counted("run")) in progress"
+                : "; \(job.active.count.counted("run")) still going will finish on \(job.active.count == 1 ? "its" : "their") own"
         }
-        if dropped > 0 { message += "; \(dropped) pending fire(s) dropped" }
+        if dropped > 0 { message += "; \(dropped.counted("pending fire")) dropped" }
         if logged || message != reason { log(.info, name, message) }
         decide(.cancelled(name, reason: message, tags: spec.spec.tags, ownerUID: job.ownerUID))
         return true
@@ -312,7 +312,8 @@ extension Engine {
 
     private mutating func checkPause(_ names: [JobName], by requester: Requester) throws(TimerdError) {
         for name in names {
-            if try lookup(name, changedBy: requester).state == .finished { throw finishedError(name) }
+            let job = try lookup(name, changedBy: requester)
+            if job.state == .finished { throw finishedError(job) }
         }
     }
 
@@ -346,7 +347,7 @@ extension Engine {
         guard !shuttingDown else { throw TimerdError(.shuttingDown, "timerd is shutting down") }
         for name in names {
             let job = try lookup(name, changedBy: requester)
-            if job.state == .finished { throw finishedError(name) }
+            if job.state == .finished { throw finishedError(job) }
             if job.shared, !mode.isOnSchedule {
                 throw TimerdError(.badArgument, "\(name) is a cluster job: RESUME it on its schedule (then RUN it if it must run now)")
             }
@@ -367,7 +368,7 @@ extension Engine {
             switch mode {
             case .onSchedule:
                 let missed = resumeOnSchedule(job)
-                log(.info, name, missed > 0 ? "resumed; \(missed) fire(s) fell due while paused and were skipped" : "resumed")
+                log(.info, name, missed > 0 ? "resumed; \(missed.counted("fire")) fell due while paused and \(missed == 1 ? "was" : "were") skipped" : "resumed")
                 if missed > 0 { noteSkip(job, count: missed, scheduled: nil, reason: "paused") }
                 arm(job)
             case .now:
@@ -425,7 +426,7 @@ extension Engine {
         }
         if !takeRunToken(ownerUID: job.ownerUID) {
             let limit = settings.userMaxRunsPerMinute
-            throw TimerdError(.rateLimited, "uid \(job.ownerUID)'s jobs started \(limit) runs in the last minute (user_max_runs_per_minute); try again later")
+            throw TimerdError(.rateLimited, "uid \(job.ownerUID)'s jobs started \(limit.counted("run")) in the last minute (user_max_runs_per_minute); try again later")
         }
         return job
     }
@@ -473,8 +474,14 @@ extension Engine {
         return job
     }
 
-    private func finishedError(_ name: JobName) -> TimerdError {
-        TimerdError(.finished, "\(name) has finished its schedule; RUN it by hand, or cancel it and add it again")
+    /// A config job cannot be cancelled and added again: its schedule is changed in its file.
+    private func finishedError(_ job: EngineJob) -> TimerdError {
+        let again = if case .config(let file, let line) = job.origin {
+            "give it a new schedule in \(file):\(line) and reload"
+        } else {
+            "cancel it and add it again"
+        }
+        return TimerdError(.finished, "\(job.name) has finished its schedule; RUN it by hand, or \(again)")
     }
 
     // MARK: - Config
@@ -511,6 +518,10 @@ extension Engine {
             guard let job = jobs[item.spec.name] else {
                 do {
                     try add(AddJob(spec: item.spec, origin: origin, owner: daemon, civil: item.civil))
+                    if item.runs > 0, let job = jobs[item.spec.name] {
+                        job.runs = max(job.runs, item.runs)
+                        job.nextRunID = max(job.nextRunID, item.runs + 1)
+                    }
                 } catch {
                     log(.error, item.spec.name, "cannot add: \(error.message)")
                 }

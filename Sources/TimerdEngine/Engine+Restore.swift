@@ -49,12 +49,12 @@ extension Engine {
             if job.state == .scheduled { arm(job) }
             runMissed(job)
         }
-        if !state.jobs.isEmpty { log(.notice, "restored \(restored) of \(state.jobs.count) job(s) added at run time") }
+        if !state.jobs.isEmpty { log(.notice, "restored \(restored) of \(state.jobs.count.counted("job")) added at run time") }
     }
 
     /// `show`'s last run after a restart: the newest run in the history.
     private func restoreLastRun(_ job: EngineJob, _ last: FinishedRun) {
-        job.lastStarted = (last.run, last.startedAt, last.lateness ?? .zero)
+        job.lastStarted = (last.run, last.startedAt, last.lateness)
         job.lastOutcome = (last.run, last.outcome)
         if last.outcome.result == .ok { job.lastSuccess = last.outcome.finishedWall }
     }
@@ -157,7 +157,7 @@ extension Engine {
         if let last = missed.last { job.lastScheduledWall = max(job.lastScheduledWall ?? last, last) }
         let name = job.spec.name
         let policy = job.spec.misfire
-        let message = "missed \(missedTotal) fire(s) \(missedWhile) (\(lost) beyond misfire_grace=\(DurationText.format(grace))); misfire=\(policy): "
+        let message = "missed \(missedTotal.counted("fire")) \(missedWhile) (\(lost) beyond misfire_grace=\(DurationText.format(grace))); misfire=\(policy): "
             + (run.isEmpty ? (paused ? "none run (paused)" : "none run") : "running \(run.count) now")
             + (skipped > 0 ? ", \(skipped) skipped" : "")
         log(.notice, name, message)

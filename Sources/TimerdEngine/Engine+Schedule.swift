@@ -254,7 +254,7 @@ extension Engine {
             arm(job)
         }
         let wall = now.wall
-        log(.notice, "the wall clock was set (\(reason)); now \(RFC3339.format(wall)); re-armed \(rearmed.count) calendar job(s)")
+        log(.notice, "the wall clock was set (\(reason)); now \(RFC3339.format(wall)); re-armed \(rearmed.count.counted("calendar job"))")
         decide(.clockSet(reason: reason, now: now.wall))
     }
 
@@ -271,7 +271,7 @@ extension Engine {
             } else {
             }
         }
-        if changed > 0 { log(.notice, "time zone rules changed for \(changed) calendar job(s); re-armed") }
+        if changed > 0 { log(.notice, "time zone rules changed for \(changed.counted("calendar job")); re-armed") }
     }
 
     /// A shared job's next fire as a node that does not lead sees it: the schedule's next time after now.

@@ -25,12 +25,16 @@ package struct DeclaredJob: Sendable {
     package var file: String
     package var line: Int
     package var civil: CivilSchedule?
+    /// The highest run number the job's name has in the state database: a job new to the engine (at
+    /// start-up, or added back by a reload) numbers its runs on from it, so `TIMERD_RUN` names one run.
+    package var runs: Int
 
-    package init(spec: JobSpec, file: String, line: Int, civil: CivilSchedule?) {
+    package init(spec: JobSpec, file: String, line: Int, civil: CivilSchedule?, runs: Int = 0) {
         self.spec = spec
         self.file = file
         self.line = line
         self.civil = civil
+        self.runs = runs
     }
 }
 

@@ -228,7 +228,8 @@ package final class EngineJob: @unchecked Sendable {
         set { if activity != nil || newValue != 0 { writableActivity.claiming = newValue } }
     }
 
-    package var lastStarted: (id: Int, at: WallTime, lateness: Duration)? {
+    /// The last run started: its number, when, and how late (nil for a run by hand, as in its history).
+    package var lastStarted: (id: Int, at: WallTime, lateness: Duration?)? {
         get { activity?.lastStarted }
         set { if activity != nil || newValue != nil { writableActivity.lastStarted = newValue } }
     }
@@ -309,7 +310,7 @@ final class JobActivity {
     var queued: PendingFire?
     var waitingForSlot = 0
     var claiming = 0
-    var lastStarted: (id: Int, at: WallTime, lateness: Duration)?
+    var lastStarted: (id: Int, at: WallTime, lateness: Duration?)?
     var lastOutcome: (id: Int, outcome: RunOutcome)?
     var skipped = 0
     var lastSkip: (at: WallTime, reason: String)?

@@ -88,8 +88,10 @@ public enum ControlCommand: Sendable, Hashable {
         (.ping, "PING"),
         (.version, "VERSION"),
         (.help, "HELP"),
-        (.add, "ADD NAME (every=DUR [start=DUR] | in=DUR | at=TIME) (command=STRING | -- PROGRAM ARG…) [key=value…]"),
-        (.exec, "EXEC [start=DUR] [interval=DUR] [repeats=yes|no] [async=yes|no] (command=STRING | -- PROGRAM ARG…) [key=value…]"),
+        (.add, "ADD NAME (every=DUR [start=DUR] | in=DUR | at=TIME | cron=EXPR | calendar=SPEC | after=JOB) "
+            + "(command=STRING | argv=WORDS | webhook=URL | -- PROGRAM ARG…) [key=value…]"),
+        (.exec, "EXEC [start=DUR] [interval=DUR] [repeats=yes|no] [async=yes|no] "
+            + "(command=STRING | argv=WORDS | webhook=URL | -- PROGRAM ARG…) [key=value…]"),
         (.cancel, "CANCEL (NAME… | tag=TAG)"),
         (.pause, "PAUSE (NAME… | tag=TAG)"),
         (.resume, "RESUME (NAME… | tag=TAG) [now | after=DUR]"),
@@ -196,8 +198,8 @@ public enum ControlCommand: Sendable, Hashable {
             let names = try Self.names(request, 1...1, options: true)
             self = .why(names[0], limit: try Self.limit(request, maximum: Limits.fireRecordsKept))
         case .mode:
-            // A mode name is checked as a job name (same characters, same message).
-            self = .mode(try Self.names(request, 0...1).first?.rawValue)
+            // A mode name is checked as a job name is (same characters), and named as what it is.
+            self = .mode(try Self.names(request, 0...1, naming: "mode name").first?.rawValue)
         case .watch:
             if let tag = try Self.tag(request) {
                 self = .watch(.tag(tag))
@@ -271,7 +273,7 @@ public enum ControlCommand: Sendable, Hashable {
     /// Checks the shape of a request and returns its positionals as job names.
     @discardableResult
     private static func names(
-        _ request: Request, _ count: ClosedRange<Int>, options: Bool = false, argv: Bool = false
+        _ request: Request, _ count: ClosedRange<Int>, options: Bool = false, argv: Bool = false, naming what: String = "job name"
     ) throws(TimerdError) -> [JobName] {
         let verb = request.verb.rawValue
         if !options, let option = request.options.first {
@@ -283,15 +285,15 @@ public enum ControlCommand: Sendable, Hashable {
         let given = request.positionals.count
         if given < count.lowerBound {
             throw TimerdError(.missingArgument, count.lowerBound == 1 && count.upperBound == 1
-                ? "\(verb) needs a job name" : "\(verb) needs at least one job name")
+                ? "\(verb) needs a \(what)" : "\(verb) needs at least one \(what)")
         }
         if given > count.upperBound {
             let extra = request.positionals[count.upperBound]
             throw TimerdError(.badArgument, count.upperBound == 0
-                ? "\(verb) takes no arguments, got \"\(extra)\"" : "\(verb) takes one job name; unexpected \"\(extra)\"")
+                ? "\(verb) takes no arguments, got \"\(extra)\"" : "\(verb) takes one \(what); unexpected \"\(extra)\"")
         }
         var result: [JobName] = []
-        for word in request.positionals { result.append(try JobName(word)) }
+        for word in request.positionals { result.append(try JobName(word, naming: what)) }
         return result
     }
 

@@ -93,8 +93,9 @@ extension Database {
             try execute(
                 """
                 INSERT INTO runs (job, run, scheduled_at, started_at, ended_at, result, exit_code, http_status,
-                    lateness_ms, output, node, cpu_usage_ms, memory_peak_bytes, io_read_bytes, io_write_bytes, attempt, parameters)
-                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
+                    lateness_ms, output, node, cpu_usage_ms, memory_peak_bytes, io_read_bytes, io_write_bytes, attempt, parameters,
+                    reason, signal)
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)
                 """,
                 [
                     .text(run.job), .integer(Int64(run.run)), SQLValue(run.scheduledAt), SQLValue(run.startedAt),
@@ -102,6 +103,7 @@ extension Database {
                     SQLValue(run.latenessMs), .text(run.output), run.node.map { .text($0) } ?? .null,
                     SQLValue(run.cpuUsageMs), SQLValue(run.memoryPeakBytes), SQLValue(run.ioReadBytes),
                     SQLValue(run.ioWriteBytes), .integer(Int64(run.attempt)), run.parameters.map { .text($0) } ?? .null,
+                    run.reason.map { .text($0) } ?? .null, SQLValue(run.signal),
                 ])
             // Everything from the (keep+1)-th newest down; nothing when there are no more than `keep`.
             try execute(
@@ -158,8 +160,8 @@ extension StoreChange {
         case .recordRun(let run, _): "recordRun \(run.run) of \(run.job)"
         case .recordConfigJobFire(let name, _): "recordConfigJobFire of \(name)"
         case .recordDueFire(let fire, _): "recordDueFire \(fire.sequence) of \(fire.job)"
-        case .markCancelled(let id, let names): "markCancelled \(id) of \(names.count) jobs"
-        case .deleteCancelled(let id, let names, _, _): "deleteCancelled \(id) of \(names.count) jobs"
+        case .markCancelled(let id, let names): "markCancelled \(id) of \(names.count.counted("job"))"
+        case .deleteCancelled(let id, let names, _, _): "deleteCancelled \(id) of \(names.count.counted("job"))"
         }
     }
 }

@@ -103,6 +103,13 @@ enum Schema {
         Migration(version: 8, statements: [
             "ALTER TABLE runs ADD COLUMN parameters TEXT",
         ]),
+        // How each run ended, in words, and the signal that ended it, so `show`'s last run after a restart
+        // says what it said before; NULL for the runs recorded before (their reason is made up from the
+        // exit code or result).
+        Migration(version: 9, statements: [
+            "ALTER TABLE runs ADD COLUMN reason TEXT",
+            "ALTER TABLE runs ADD COLUMN signal INTEGER",
+        ]),
     ]
 
     static var currentVersion: Int { migrations.last?.version ?? 0 }

@@ -120,7 +120,7 @@ public final class StateStore: Sendable {
             try database.query(
                 """
                 SELECT job, run, scheduled_at, started_at, ended_at, result, exit_code, http_status, lateness_ms, output,
-                    node, cpu_usage_ms, memory_peak_bytes, io_read_bytes, io_write_bytes, attempt, parameters
+                    node, cpu_usage_ms, memory_peak_bytes, io_read_bytes, io_write_bytes, attempt, parameters, reason, signal
                 FROM runs WHERE job = ?1 ORDER BY id DESC LIMIT ?2
                 """, [.text(job), .integer(Int64(limit))]
             ) { row in
@@ -130,9 +130,29 @@ public final class StateStore: Sendable {
                     httpStatus: row.optionalInt(7), latenessMs: row.optionalDouble(8), output: row.text(9),
                     node: row.optionalText(10), cpuUsageMs: row.optionalDouble(11), memoryPeakBytes: row.optionalInt(12),
                     ioReadBytes: row.optionalInt(13), ioWriteBytes: row.optionalInt(14), attempt: row.int(15),
-                    parameters: row.optionalText(16))
+                    parameters: row.optionalText(16), reason: row.optionalText(17), signal: row.optionalInt(18))
             }
         }
+    }
+
+    /// The highest run number each of `jobs` has in its history or its due fires (jobs with none are not
+    /// in the answer): where a config job's run numbers go on after a restart. One indexed look-up a job.
+    public func highestRuns(of jobs: [String]) throws(StoreError) -> [String: Int] {
+        guard !jobs.isEmpty else { return [:] }
+        let pairs = try onQueue { (database: Database) throws(StoreError) in
+            var found: [(String, Int)] = []
+            for job in jobs {
+                let highest = try database.query(
+                    """
+                    SELECT max(coalesce((SELECT max(run) FROM runs WHERE job = ?1), 0),
+                               coalesce((SELECT max(run) FROM fires WHERE job = ?1), 0))
+                    """, [.text(job)]
+                ) { row in row.int(0) }
+                if let highest = highest.first, highest > 0 { found.append((job, highest)) }
+            }
+            return found
+        }
+        return Dictionary(pairs, uniquingKeysWith: { _, last in last })
     }
 
     /// The job's newest `limit` due fires, newest first (`timerctl why`).

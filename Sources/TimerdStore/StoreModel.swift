@@ -59,15 +59,21 @@ public struct StoredRun: Equatable, Sendable {
     public var attempt: Int
     /// What a run by hand added to its job, as JSON (`RunParameters`; schema version 8), or nil.
     public var parameters: String?
+    /// How it ended, in words (`exited with status 3`, `timed out after 5s; killed with SIGTERM`), and the
+    /// signal that ended it (schema version 9; nil for runs recorded before).
+    public var reason: String?
+    public var signal: Int?
 
     public init(
         job: String, run: Int, scheduledAt: WallTime? = nil, startedAt: WallTime, endedAt: WallTime,
         result: String, exitCode: Int? = nil, httpStatus: Int? = nil, latenessMs: Double? = nil, output: String = "",
         node: String? = nil, cpuUsageMs: Double? = nil, memoryPeakBytes: Int? = nil, ioReadBytes: Int? = nil,
-        ioWriteBytes: Int? = nil, attempt: Int = 1, parameters: String? = nil
+        ioWriteBytes: Int? = nil, attempt: Int = 1, parameters: String? = nil, reason: String? = nil, signal: Int? = nil
     ) {
         self.attempt = attempt
         self.parameters = parameters
+        self.reason = reason
+        self.signal = signal
         self.node = node
         self.cpuUsageMs = cpuUsageMs
         self.memoryPeakBytes = memoryPeakBytes

@@ -333,7 +333,7 @@ import Testing
             """.write(toFile: good, atomically: true, encoding: .utf8)
         let ok = try Daemon.run(timerd, ["--check-config", "--config", good])
         #expect(ok.status == 0, "\(ok)")
-        #expect(ok.stdout.contains("config OK: 2 job(s)"), "\(ok.stdout)")
+        #expect(ok.stdout.contains("config OK: 2 jobs"), "\(ok.stdout)")
         #expect(ok.stdout.contains(good))
         #expect(ok.stderr.isEmpty, "\(ok.stderr)")
 

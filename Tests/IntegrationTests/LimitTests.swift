@@ -99,7 +99,7 @@ struct LimitTests {
         let replies = try python(as: users.alice, daemon, connections: 1,
                                  ["ADD one every=1h command=true", "ADD two every=1h command=true"])
         #expect(replies.first == "OK")
-        #expect(replies.last?.hasPrefix("ERR too-many-jobs uid \(users.uid(users.alice)) already has 1 jobs (user_max_jobs)") == true)
+        #expect(replies.last?.hasPrefix("ERR too-many-jobs uid \(users.uid(users.alice)) already has 1 job (user_max_jobs)") == true)
         // Two 3,000-byte outputs do not fit in 4 KiB: the older one is dropped from memory.
         for name in ["first", "second"] {
             #expect(try daemon.request("ADD \(name) every=1h command=\"printf %3000s | tr ' ' x\"") == "OK")

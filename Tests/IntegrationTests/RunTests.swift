@@ -164,7 +164,7 @@ import Testing
         let left = try Self.leftBehind(daemon)
         #expect(try daemon.request("CANCEL c") == "OK")
         eventually(timeout: 30, "the subshell stopped by SIGTERM") { daemon.lines("marks").contains("got-term") && !isRunning(left) }
-        #expect(daemon.logShows("job=c cancelled; stopping its 1 run(s) in progress"))
+        #expect(daemon.logShows("job=c cancelled; stopping its 1 run in progress"))
         #expect(daemon.logShows("job=c run=1 stopping: cancelled; sending SIGTERM to its process group"))
         #expect(daemon.logShows("job=c run=1 run of a removed job ended: killed: cancelled; killed by SIGTERM"))
     }
@@ -318,7 +318,7 @@ import Testing
         #expect(try daemon.request("ADD quick in=10ms command='while [ ! -e \(gate) ]; do sleep 0.01; done; echo done > \(daemon.directory)/quick'") == "OK")
         try eventually("running") { try daemon.show("quick")["running"] as? Int == 1 }
         kill(daemon.process.processIdentifier, SIGTERM)
-        eventually("stopping") { daemon.log.contains("waiting up to 20s for 1 running job(s)") }
+        eventually("stopping") { daemon.log.contains("waiting up to 20s for 1 running job") }
         _ = FileManager.default.createFile(atPath: gate, contents: nil)
         daemon.process.waitUntilExit()
         #expect(daemon.process.terminationStatus == 0)

@@ -147,6 +147,72 @@ import TimerdStore
         #expect((try again.show("hourly")["recent_runs"] as? [[String: Any]])?.count == 2)
     }
 
+    /// `show`'s last run after a restart says what it said before: a run its timeout stopped keeps its
+    /// reason in its own words and the signal that ended it.
+    @Test func theLastRunKeepsItsReasonAndSignalAcrossARestart() throws {
+        let directory = try makeTemporaryDirectory()
+        // Registered before the daemons below exist, so it runs after they are released (stopped).
+        defer { removeTemporaryDirectory(directory) }
+        let state = directory + "/state"
+        var first: Daemon? = try Daemon(stateDirectory: state)
+        let daemon = first!
+        #expect(try daemon.request("ADD slow every=1h timeout=200ms command='exec sleep 30'") == "OK")
+        #expect(try daemon.request("RUN slow").hasPrefix("OK"))
+        try eventually("the run timed out") { try daemon.show("slow")["last_result"] as? String == "timeout" }
+        let before = try daemon.show("slow")
+        let text = try daemon.ctl("show", "slow")
+        #expect(before["last_signal"] as? Int == Int(SIGTERM))
+        #expect((before["last_reason"] as? String)?.contains("timed out") == true, "\(before)")
+        daemon.stop()
+        first = nil
+
+        let again = try Daemon(stateDirectory: state)
+        let after = try again.show("slow")
+        for key in ["last_run", "last_result", "last_reason", "last_signal", "last_exit_code", "last_cpu_usage_ms", "last_memory_peak_bytes"] {
+            #expect(String(describing: after[key]) == String(describing: before[key]), "\(key)")
+        }
+        // The text's lines about the last run are the same too (its times are shown relative to now).
+        let lastRunLines = { (output: String) in
+            output.split(separator: "\n").filter { $0.hasPrefix("  result") || $0.hasPrefix("  reason") || $0.hasPrefix("  signal") }
+        }
+        #expect(lastRunLines(try again.ctl("show", "slow").stdout) == lastRunLines(text.stdout), "\(text.stdout)")
+        #expect(!lastRunLines(text.stdout).isEmpty, "\(text.stdout)")
+    }
+
+    /// A config job's run numbers go on across restarts, as a runtime job's do: `TIMERD_RUN`, the
+    /// history and `show`'s `runs` agree, and the number names one run for good.
+    @Test func configJobsNumberTheirRunsOnAcrossRestarts() throws {
+        let directory = try makeTemporaryDirectory()
+        // Registered before the daemons below exist, so it runs after they are released (stopped).
+        defer { removeTemporaryDirectory(directory) }
+        let state = directory + "/state"
+        let numbers = directory + "/numbers"
+        let config = """
+            [job "count"]
+            every = 1h
+            command = echo $TIMERD_RUN >> \(numbers)
+            """
+        for round in 1...3 {
+            let daemon = try Daemon(config: config, stateDirectory: state)
+            if round > 1 {
+                // Before it runs again: the count and the last run come back from the history.
+                let info = try daemon.show("count")
+                #expect(info["runs"] as? Int == round - 1, "round \(round): \(info)")
+                #expect(info["last_run"] as? Int == round - 1, "round \(round)")
+            }
+            #expect(try daemon.request("RUN count").hasPrefix("OK"))
+            try eventually("run \(round) ended") { try daemon.show("count")["last_result"] as? String == "ok" && daemon.show("count")["last_run"] as? Int == round }
+            #expect(try daemon.show("count")["runs"] as? Int == round)
+            daemon.stop()
+        }
+        #expect(try String(contentsOfFile: numbers, encoding: .utf8) == "1\n2\n3\n")
+        let last = try Daemon(config: config, stateDirectory: state)
+        #expect(try Self.historyRuns(last, "count").map { $0["run"] as? Int } == [3, 2, 1])
+        let history = try last.ctl("history", "count")
+        #expect(history.stdout.split(separator: "\n").dropFirst().map { $0.split(separator: " ").first.map(String.init) } == ["3", "2", "1"],
+                "\(history.stdout)")
+    }
+
     @Test func historyIsKeptAndPrunedPerJob() throws {
         let daemon = try Daemon()
         #expect(try daemon.request("ADD h every=1h history_limit=3 command='echo out $TIMERD_RUN; exit $((TIMERD_RUN % 2))'") == "OK")

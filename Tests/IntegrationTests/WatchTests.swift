@@ -48,6 +48,10 @@ import Testing
         #expect(try daemon.request("ADD a every=1h tag=t command=true") == "OK")
         #expect(try daemon.request("ADD b every=1h command=true") == "OK")
         #expect(try daemon.request("WATCH nope").hasPrefix("ERR no-such-job "))
+        // A tag no job has is as unknown as a name: an error, not a watch that waits forever.
+        #expect(try daemon.request("WATCH tag=nothing") == "ERR no-such-job no jobs with tag nothing")
+        let nothing = try daemon.ctl("watch", "--tag", "nothing")
+        #expect(nothing.status == 1 && nothing.stderr == "timerctl: no jobs with tag nothing (no-such-job)\n", "\(nothing)")
         #expect(try daemon.request("WATCH a b").hasPrefix("ERR bad-argument "))
         let byName = try Client(path: daemon.socket)
         #expect(try byName.request("WATCH b") == #"OK {"watching":"job:b"}"#)

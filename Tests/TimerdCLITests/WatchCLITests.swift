@@ -76,6 +76,21 @@ struct WatchCLITests {
             #"{"at":"2026-11-29T18:30:56Z","event":"cancelled","job":"x","reason":"owner process 123 exited"}"#,
             "20:30:56.000 x cancelled: owner process 123 exited\n"
         ),
+        // The daemon's reasons that start with the event's word say it once.
+        (#"{"at":"2026-11-29T18:30:56Z","event":"cancelled","job":"x","reason":"cancelled"}"#, "20:30:56.000 x cancelled\n"),
+        (
+            #"{"at":"2026-11-29T18:30:56Z","event":"cancelled","job":"x","reason":"cancelled: its owner process 123 exited"}"#,
+            "20:30:56.000 x cancelled: its owner process 123 exited\n"
+        ),
+        (
+            #"{"at":"2026-11-29T18:30:56Z","event":"cancelled","job":"x","reason":"cancelled; stopping its 1 run in progress"}"#,
+            "20:30:56.000 x cancelled; stopping its 1 run in progress\n"
+        ),
+        (#"{"at":"2026-11-29T18:30:56Z","event":"cancelled","job":"x","reason":"cancelled in the cluster"}"#, "20:30:56.000 x cancelled in the cluster\n"),
+        (
+            #"{"at":"2026-11-29T18:30:56Z","event":"cancelled","job":"x","reason":"removed from the config"}"#,
+            "20:30:56.000 x cancelled: removed from the config\n"
+        ),
         (#"{"at":"2026-11-29T18:30:56.1Z","event":"paused","job":"x"}"#, "20:30:56.100 x paused\n"),
         (#"{"at":"2026-11-29T18:30:56.1Z","event":"resumed","job":"x"}"#, "20:30:56.100 x resumed\n"),
         (

@@ -143,7 +143,7 @@ struct FormatTests {
         let bytes: [UInt8] = Array("[job \"a\"]\nevery = 1s\ncommand = echo ".utf8) + [0xC3, 0x28] + Array("\ncwd = nope\n".utf8)
         let result = ConfigLoader.loadResult(path: mainPath, fileSystem: InMemoryConfigFileSystem(bytes: [mainPath: bytes]))
         #expect(result.diagnostics == [
-            at(1, "an action is required: command=STRING, webhook=URL or a program after --"),
+            at(1, "an action is required: command=STRING, argv=WORDS or webhook=URL"),
             at(3, "invalid UTF-8 (config files must be UTF-8)"),
             at(4, "cwd must be an absolute path, got \"nope\""),
         ])

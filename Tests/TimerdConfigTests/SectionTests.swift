@@ -28,7 +28,7 @@ struct SectionTests {
             at(3, "the job name must be in double quotes: write [job \"hello\"]"),
             at(6, "[job] needs a name: write [job \"NAME\"]"),
             at(6, "a schedule is required: every=DUR, in=DUR, at=TIME, cron=EXPR, calendar=SPEC, or after=JOB"),
-            at(6, "an action is required: command=STRING, webhook=URL or a program after --"),
+            at(6, "an action is required: command=STRING, argv=WORDS or webhook=URL"),
             at(7, "the job name must be in double quotes: write [job \"x\"]"),
             at(10, "[daemon] takes no name: write [daemon]"),
             at(11, "invalid job name \"bad name!\": only letters, digits, '_', '.' and '-' are allowed"),
@@ -280,8 +280,8 @@ struct SectionTests {
     @Test func missingScheduleAndActionPointAtTheHeader() {
         #expect(problems("\n[job \"empty\"]\n\n[job \"noaction\"]\nevery = 1s\n") == [
             at(2, "a schedule is required: every=DUR, in=DUR, at=TIME, cron=EXPR, calendar=SPEC, or after=JOB"),
-            at(2, "an action is required: command=STRING, webhook=URL or a program after --"),
-            at(4, "an action is required: command=STRING, webhook=URL or a program after --"),
+            at(2, "an action is required: command=STRING, argv=WORDS or webhook=URL"),
+            at(4, "an action is required: command=STRING, argv=WORDS or webhook=URL"),
         ])
     }
 

@@ -90,6 +90,9 @@ func settle(_ registry: Registry) async {
         #expect(request.environment["X"] == "1")
         #expect(request.environment["TIMERD_META_K"] == "v")
         #expect(request.environment["TIMERD_JOB"] == "a")
+        // Not due, so no due time (its history's scheduled_at is null) and no lateness.
+        #expect(request.environment["TIMERD_SCHEDULED_AT"] == nil)
+        #expect(try await registry.show(JobName("a")).last_lateness_ms == nil)
         #expect(request.environment["PATH"] == "/bin")
         #expect(request.workingDirectory == "/")
         launcher.finish(0, .failed, exitCode: 4)
@@ -118,11 +121,15 @@ func settle(_ registry: Registry) async {
         #expect(try await registry.runNow(JobName("q")) == "queued")
         await #expect(throws: TimerdError(.busy, "")) { try await registry.runNow(JobName("q")) }
         #expect(try await registry.show(JobName("q")).pending == 1)
+        clock.advance(by: .seconds(2))
         launcher.finish(0)
         await settle(registry)
         #expect(launcher.count == 2)
         #expect(launcher.request(1).runID == 2)
-        #expect(try await registry.show(JobName("q")).pending == 0)
+        let info = try await registry.show(JobName("q"))
+        #expect(info.pending == 0)
+        // Queued by hand, it started 2 s after it was asked for: still no lateness, as in its history.
+        #expect(info.last_run == 2 && info.last_lateness_ms == nil)
     }
 
     @Test func overlapReplaceStopsTheRunningOneFirst() async throws {

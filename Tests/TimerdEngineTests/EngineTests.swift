@@ -243,6 +243,55 @@ import TimerdCore
         #expect(driver.starts.first?.lateness == .seconds(3))
     }
 
+    /// A second run by hand while the first still waits for a run slot is `skipped` under overlap=skip
+    /// (RUN's reply, docs/protocol.md): counted with its reason, and nothing more waits.
+    @Test func aSecondRunByHandWhileTheFirstWaitsForASlotIsSkipped() {
+        var driver = Driver(settings: EngineSettings(maxRunning: 1))
+        _ = driver.add("long", ["every": "1h"])
+        _ = driver.add("b", ["every": "1h"])
+        driver.handle(.runNow(T.name("long"), by: T.root))
+        #expect(driver.reply == .success(.fire("started")))
+        driver.handle(.runNow(T.name("b"), by: T.root))
+        #expect(driver.reply == .success(.fire("waiting")))
+        driver.handle(.runNow(T.name("b"), by: T.root))
+        #expect(driver.reply == .success(.fire("skipped")))
+        let b = driver.engine.job(T.name("b"))!
+        #expect(b.skipped == 1 && b.waitingForSlot == 1)
+        #expect(driver.decisions.contains {
+            if case .skipped(_, _, _, let reason) = $0 { return reason == "the previous fire is still waiting for a run slot (overlap=skip)" }
+            return false
+        })
+        // Forced, it waits for a slot as well.
+        driver.handle(.runNow(T.name("b"), by: T.root, force: true))
+        #expect(driver.reply == .success(.fire("waiting")))
+        #expect(b.waitingForSlot == 2)
+    }
+
+    /// A finished one-shot cannot be paused: a config job is told to change its config (as CANCEL tells
+    /// it, which no longer offers a pause), a runtime job to cancel it and add it again.
+    @Test func aFinishedOneShotsHintsAgreeWithWhereItIsDeclared() {
+        var driver = Driver()
+        driver.handle(.reload([T.declared("once", ["in": "1s"])], maxRunning: 4))
+        _ = driver.add("mine", ["in": "1s"])
+        driver.clock.advance(by: .seconds(1))
+        for name in ["once", "mine"] {
+            let job = driver.engine.job(T.name(name))!
+            driver.handle(.deadlineReached(job.spec.name, jobID: job.id))
+            driver.finish(driver.starts[0])
+            #expect(job.state == .finished, "\(name)")
+        }
+        func message(_ input: Input) -> String? {
+            driver.handle(input)
+            if case .failure(let error)? = driver.reply { return error.message }
+            return nil
+        }
+        #expect(message(.pause([T.name("once")], by: T.root, checkOnly: false))
+            == "once has finished its schedule; RUN it by hand, or give it a new schedule in test.conf:1 and reload")
+        #expect(message(.cancel([T.name("once")], by: T.root, checkOnly: false)) == "once is declared in test.conf:1; remove it there and reload")
+        #expect(message(.pause([T.name("mine")], by: T.root, checkOnly: false))
+            == "mine has finished its schedule; RUN it by hand, or cancel it and add it again")
+    }
+
     /// Delivers the job's retry (its armed deadline) and returns the run it started.
     static func retry(_ driver: inout Driver, _ name: String) -> RunStart? {
         guard case .mono(let due)? = driver.armed.last?.1 else { return nil }

@@ -42,6 +42,39 @@ struct ControlCommandTests {
         for (verb, line) in ControlCommand.usage { #expect(line.hasPrefix(verb.rawValue), "\(line)") }
     }
 
+    /// HELP's lines say what the parsers take: every schedule and action of ADD's and EXEC's lines makes
+    /// a job, and they, and NEXT's, name every key of their own.
+    @Test func helpLinesNameWhatTheParsersTake() throws {
+        let lines = Dictionary(uniqueKeysWithValues: ControlCommand.usage)
+        let schedules = [["every=1s", "start=1s"], ["in=1s"], ["at=2030-01-01T00:00:00Z"], ["cron=0 * * * *"], ["calendar=daily"], ["after=up"]]
+        let actions: [(options: [String], argv: [String]?)] = [
+            (["command=true"], nil), (["argv=/bin/true"], nil), (["webhook=https://example.net/hook"], nil), ([], ["/bin/true"]),
+        ]
+        func options(_ words: [String]) -> [KeyValue] {
+            words.map { word in KeyValue(String(word.prefix { $0 != "=" }), String(word.drop { $0 != "=" }.dropFirst())) }
+        }
+        for schedule in schedules {
+            for word in schedule { #expect(lines[.add]!.contains(word.prefix { $0 != "=" } + "="), "ADD's line names \(word)") }
+            for action in actions {
+                _ = try JobSpec(name: name("a"), options: options(schedule + action.options), argv: action.argv)
+            }
+        }
+        for action in actions {
+            let word = action.argv == nil ? String(action.options[0].prefix { $0 != "=" }) + "=" : "-- PROGRAM"
+            #expect(lines[.add]!.contains(word) && lines[.exec]!.contains(word), "ADD's and EXEC's lines name \(word)")
+            _ = try ExecRequest.spec(name: name("e"), options: options(["start=1s", "interval=1s", "repeats=yes"] + action.options), argv: action.argv)
+        }
+        for key in ExecRequest.keys { #expect(lines[.exec]!.contains("[\(key)="), "EXEC's line names \(key)") }
+        for key in NextFireQuery.keys { #expect(lines[.next]!.contains("\(key)="), "NEXT's line names \(key)") }
+        // With no action, a request is told every way to give one (a config file is told its own, TimerdConfigTests).
+        #expect(throws: TimerdError(.missingArgument, "")) { try JobSpec(name: name("a"), options: options(["every=1s"])) }
+        do {
+            _ = try JobSpec(name: name("a"), options: options(["every=1s"]))
+        } catch {
+            #expect(error.message == "an action is required: command=STRING, argv=WORDS, webhook=URL or a program after --")
+        }
+    }
+
     @Test("round trip: the command's request decodes to the command, also through its line", arguments: commands)
     func roundTrip(command: ControlCommand) throws {
         #expect(try ControlCommand(command.request) == command)

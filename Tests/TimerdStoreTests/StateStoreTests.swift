@@ -483,6 +483,49 @@ import TimerdCore
         #expect(try store.history(job: "a", limit: 10) == [new, old])
     }
 
+    /// A file of schema version 8 gets the reason and signal columns (version 9): its runs have neither,
+    /// new runs keep both.
+    @Test func version8FilesGetTheReasonAndSignalColumns() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let old = StoredRun(job: "a", run: 1, startedAt: t0, endedAt: t0 + .seconds(1), result: "ok", exitCode: 0)
+        do {
+            let (store, _) = try StateStore.open(directory: dir.path, migrations: Array(Schema.migrations.prefix(8)), synchronous: .full)
+            store.close()
+            // The run as a timerd of version 8 wrote it (this build's INSERT names the new columns).
+            let database = try Database(path: dir.path + "/state.db")
+            try database.executeScript("""
+                INSERT INTO runs (job, run, started_at, ended_at, result, exit_code, output)
+                VALUES ('a', 1, \(t0.nanosecondsSinceEpoch), \((t0 + .seconds(1)).nanosecondsSinceEpoch), 'ok', 0, '')
+                """)
+            #expect(try database.userVersion == 8)
+            database.close()
+        }
+        let (store, _) = try StateStore.open(directory: dir.path)
+        defer { store.close() }
+        let new = StoredRun(job: "a", run: 2, startedAt: t0 + .seconds(2), endedAt: t0 + .seconds(3), result: "timeout",
+                            reason: "timed out after 1s; killed with SIGTERM", signal: 15)
+        try store.applyAndWait([.recordRun(new, keep: 10)])
+        #expect(try store.history(job: "a", limit: 10) == [new, old])
+    }
+
+    /// A job's highest run number, from its history or its due fires (a job with `history_limit=0` has
+    /// only those); jobs with neither are left out.
+    @Test func highestRunsComeFromTheHistoryOrTheDueFires() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let (store, _) = try StateStore.open(directory: dir.path)
+        defer { store.close() }
+        try store.applyAndWait([
+            .recordRun(run("a", 2), keep: 10), .recordRun(run("a", 1), keep: 10), .recordRun(run("b", 1), keep: 10),
+            .recordDueFire(StoredFire(job: "b", sequence: 1, scheduled: t0, outcome: "ran", run: 7), keep: 50),
+            .recordDueFire(StoredFire(job: "c", sequence: 1, scheduled: t0, outcome: "ran", run: 4), keep: 50),
+            .recordDueFire(StoredFire(job: "d", sequence: 1, scheduled: t0, outcome: "skipped"), keep: 50),
+        ])
+        #expect(try store.highestRuns(of: ["a", "b", "c", "d", "none"]) == ["a": 2, "b": 7, "c": 4])
+        #expect(try store.highestRuns(of: []) == [:])
+    }
+
     @Test func failingMigrationLeavesTheVersionAlone() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
