@@ -58,12 +58,12 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .add:
             [
                 "add NAME (--every DUR [--start DUR] | --in DUR | --at TIME | --cron EXPR | --calendar SPEC)",
-                "    (--command STRING | --webhook URL | -- PROGRAM [ARG…]) [OPTIONS]",
+                "    (--command STRING | --argv WORDS | --webhook URL | -- PROGRAM [ARG…]) [OPTIONS]",
             ]
         case .exec:
             [
                 "exec [--start DUR] [--interval DUR] [--repeats] [--async]",
-                "    (--command STRING | --webhook URL | -- PROGRAM [ARG…]) [OPTIONS]",
+                "    (--command STRING | --argv WORDS | --webhook URL | -- PROGRAM [ARG…]) [OPTIONS]",
             ]
         case .cancel: ["cancel (NAME… | --tag TAG) [--json]"]
         case .pause: ["pause (NAME… | --tag TAG) [--json]"]

@@ -29,7 +29,7 @@ extension Registry {
             exec_ms: Self.percentiles(execLatency.summary(now: now)),
             requests: requests, rss_bytes: (try? CurrentProcess.residentSetBytes()) ?? 0,
             uptime_seconds: Double((now - startedMono).nanoseconds) / 1e9, mode: engine.currentMode, version: version,
-            storage: storageStats(), run_tracking: runTracking)
+            storage: storageStats(), run_tracking: runTracking, watchers: watchers.count)
     }
 
     /// The store's health and counters for `STATS` (nil without a store).

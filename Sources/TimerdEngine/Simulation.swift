@@ -242,7 +242,10 @@ package struct Simulation {
         isDown = false
         emit(Line(at: now.wall, job: nil, event: "start"))
         engine = Engine(settings: Self.settings(options))
-        apply(engine.handle(.reload(jobs, maxRunning: options.maxRunning, pools: options.pools), at: now))
+        // Config jobs go on numbering their runs from their history, as the daemon's do.
+        var declared = jobs
+        for index in declared.indices { declared[index].runs = store.lastRuns[declared[index].spec.name]?.run ?? 0 }
+        apply(engine.handle(.reload(declared, maxRunning: options.maxRunning, pools: options.pools), at: now))
         apply(engine.handle(.restore(store), at: now))
     }
 

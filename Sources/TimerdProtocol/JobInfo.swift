@@ -355,6 +355,8 @@ public struct DaemonStats: Codable, Equatable, Sendable {
     public var storage: Storage?
     /// How runs are kept together and stopped (absent from a daemon that does not say).
     public var run_tracking: RunTracking?
+    /// Connections following events (`WATCH`) now (absent from a daemon that does not say).
+    public var watchers: Int?
 
     /// Each run in a cgroup of its own, or in a process group only (`docs/architecture.md`, "Runs").
     public struct RunTracking: Codable, Equatable, Sendable {
@@ -403,8 +405,9 @@ public struct DaemonStats: Codable, Equatable, Sendable {
     public init(
         jobs: JobCounts, runs: RunCounts, running: Int, pending: Int, skipped: Int, lateness_ms: Percentiles,
         exec_ms: Percentiles, requests: Int, rss_bytes: UInt64, uptime_seconds: Double, mode: String, version: String,
-        storage: Storage? = nil, run_tracking: RunTracking? = nil
+        storage: Storage? = nil, run_tracking: RunTracking? = nil, watchers: Int? = nil
     ) {
+        self.watchers = watchers
         self.storage = storage
         self.run_tracking = run_tracking
         self.jobs = jobs

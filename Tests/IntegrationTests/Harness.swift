@@ -28,10 +28,15 @@ final class Daemon: @unchecked Sendable {
     /// descriptors (as systemd starts a service with 1,024), through `sh -c 'ulimit -Sn N; exec timerd …'`:
     /// the process keeps the shell's PID, so `process` still is the daemon. With it, `hardFileLimitAtLeast`
     /// raises the hard limit there first where it is lower (root may): the daemon's limits are set in its
-    /// own shell, never in the test process, whose limits every test shares.
+    /// own shell, never in the test process, whose limits every test shares. `readOnlySystem` starts it in
+    /// a mount namespace of its own where everything but its directory is read-only (`/`, remounted so
+    /// there; `/proc`, `/sys`, `/dev` stay as they are), and a network namespace of its own (no network,
+    /// not even loopback), for jobs whose commands and webhooks a test did not write (the docs'
+    /// examples): whatever they run cannot change the host or reach anything. Through `unshare` (it
+    /// execs, so `process` still is the daemon); as root, or else in a user namespace of its own.
     init(config: String? = nil, extraArguments: [String] = [], environment: [String: String] = [:],
          waitForReady: Bool = true, stateDirectory sharedState: String? = nil, softFileLimit: Int? = nil,
-         hardFileLimitAtLeast: Int? = nil) throws {
+         hardFileLimitAtLeast: Int? = nil, readOnlySystem: Bool = false) throws {
         let timerd = try Self.binary("timerd")
         directory = try makeTemporaryDirectory()
         socket = directory + "/timerd.sock"
@@ -51,6 +56,10 @@ final class Daemon: @unchecked Sendable {
                 "{ [ \"$(ulimit -Hn)\" = unlimited ] || [ \"$(ulimit -Hn)\" -ge \($0) ] || ulimit -Hn \($0); } && "
             } ?? ""
             process.arguments = ["-c", raiseHard + "ulimit -Sn \(softFileLimit) && exec \"$0\" \"$@\"", timerd] + arguments
+        } else if readOnlySystem {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
+            process.arguments = (getuid() == 0 ? [] : ["--user", "--map-root-user"]) + ["--mount", "--net", "--propagation", "private", "/bin/sh", "-c",
+                #"mount --bind "$1" "$1" && mount -o bind,remount,ro / && shift && exec "$@""#, "sh", directory, timerd] + arguments
         } else {
             process.executableURL = URL(fileURLWithPath: timerd)
             process.arguments = arguments

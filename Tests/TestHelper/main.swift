@@ -22,6 +22,10 @@ import TimerdSystem
 //                    local T                       -> FIELDS
 //                    mktime Y MON MDAY H M S ISDST -> T FIELDS
 //                  FIELDS: year mon mday hour min sec wday yday isdst gmtoff, as in struct tm.
+//   exec PROGRAM [ARG…]
+//                  unblocks every signal, restores SIGINT's and SIGTERM's default dispositions and execs
+//                  PROGRAM: a process the tests start (Foundation's Process, from a thread that blocks
+//                  almost every signal) inherits that mask, so SIGINT, as Ctrl-C sends it, would wait forever.
 
 func fail(_ message: String) -> Never {
     CurrentProcess.writeToStderr("timerd-test-helper: \(message)\n")
@@ -103,8 +107,18 @@ do {
             }
         }
 
+    case "exec":
+        let argv = Array(arguments.dropFirst())
+        guard let program = argv.first else { fail("exec: no program") }
+        try Signals.block([])
+        try Signals.restoreDefault(.int)
+        try Signals.restoreDefault(.term)
+        var cArguments = argv.map { strdup($0) } + [nil]
+        execv(program, &cArguments)
+        fail("exec \(program): errno \(errno)")
+
     default:
-        fail("usage: timerd-test-helper signals | spawn-ignoring-sigterm | file-limit | tz")
+        fail("usage: timerd-test-helper signals | spawn-ignoring-sigterm | file-limit | tz | exec PROGRAM [ARG…]")
     }
 } catch {
     fail("\(error)")

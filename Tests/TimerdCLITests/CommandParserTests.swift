@@ -337,7 +337,7 @@ struct CommandParserTests {
         #expect(result.stderr == """
             timerctl: error: unknown option '--evry' for add (did you mean '--every'?)
             Usage: timerctl add NAME (--every DUR [--start DUR] | --in DUR | --at TIME | --cron EXPR | --calendar SPEC)
-                                (--command STRING | --webhook URL | -- PROGRAM [ARG…]) [OPTIONS]
+                                (--command STRING | --argv WORDS | --webhook URL | -- PROGRAM [ARG…]) [OPTIONS]
             See 'timerctl add --help'.
 
             """)

@@ -46,7 +46,7 @@ struct HelpTextTests {
 
     static let add = """
             Usage: timerctl add NAME (--every DUR [--start DUR] | --in DUR | --at TIME | --cron EXPR | --calendar SPEC)
-                                (--command STRING | --webhook URL | -- PROGRAM [ARG…]) [OPTIONS]
+                                (--command STRING | --argv WORDS | --webhook URL | -- PROGRAM [ARG…]) [OPTIONS]
 
             Add a job that runs a command or sends a webhook on a schedule.
 

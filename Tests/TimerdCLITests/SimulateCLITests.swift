@@ -41,7 +41,8 @@ struct SimulateCLITests {
         #expect(result.status == ExitStatus.success)
         #expect(result.sent.isEmpty)
         // 02:30 CET is 01:30Z; on the 29th 02:30 does not exist (cron runs it at the change, 01:00Z), and
-        // timerd is down then: misfire=once runs it at 01:20Z, 20 minutes late.
+        // timerd is down then: misfire=once runs it at 01:20Z, 20 minutes late. Run numbers go on across the
+        // restart, as the daemon's do.
         #expect(result.stdout == """
             2026-03-28T01:30:00.000000Z backup fire
             2026-03-28T01:30:00.000000Z backup start run 1
@@ -49,11 +50,11 @@ struct SimulateCLITests {
             2026-03-29T00:45:00.000000Z - stop the daemon is down
             2026-03-29T01:20:00.000000Z - start
             2026-03-29T01:20:00.000000Z backup fire 20m late
-            2026-03-29T01:20:00.000000Z backup start run 1 (due 2026-03-29T01:00:00.000000Z)
-            2026-03-29T01:30:00.000000Z backup finish run 1 ok
+            2026-03-29T01:20:00.000000Z backup start run 2 (due 2026-03-29T01:00:00.000000Z)
+            2026-03-29T01:30:00.000000Z backup finish run 2 ok
             2026-03-30T00:30:00.000000Z backup fire
-            2026-03-30T00:30:00.000000Z backup start run 2
-            2026-03-30T00:40:00.000000Z backup finish run 2 ok
+            2026-03-30T00:30:00.000000Z backup start run 3
+            2026-03-30T00:40:00.000000Z backup finish run 3 ok
 
             """)
     }
