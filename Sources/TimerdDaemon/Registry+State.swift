@@ -71,6 +71,8 @@ extension Registry {
                 lastScheduled: state.lastScheduled, anchor: state.anchor, ownerUID: state.ownerUID, shared: state.shared))
         case .deleteJob(let name):
             return .deleteJob(name.rawValue)
+        case .forgetConfigJob(let name):
+            return .recordConfigJobFire(name.rawValue, lastScheduled: nil)
         case .cancelJobs(let change, let names):
             return .markCancelled(id: Int64(truncatingIfNeeded: change), names: names.map(\.rawValue))
         case .cancelledGone(let change, let names, let done, let finished):

@@ -289,8 +289,9 @@ extension Engine {
         // Read in the spec's box: `job.spec` copies the whole spec (three copies per job were a third
         // of a CANCEL of 100,000 jobs).
         let spec = job.specBox
-        // Its stored spec and history go with it (a config job removed from the config too).
-        if spec.spec.owner == nil { persist(.deleteJob(name)) }
+        // A runtime job's stored spec and history go with it; a config job removed from the config keeps
+        // its history (`docs/state.md`), only its last scheduled fire is forgotten.
+        if spec.spec.owner == nil { persist(job.origin == .runtime ? .deleteJob(name) : .forgetConfigJob(name)) }
         disarm(job)
         if case .process = spec.spec.owner { out.append(.unwatchOwner(name, jobID: job.id)) }
         let dropped = job.pending

@@ -237,6 +237,9 @@ package enum Persist: Sendable, Equatable {
     /// A durable job as it is now (a runtime job without an owner).
     case job(StoredJobState)
     case deleteJob(JobName)
+    /// A config job left the config: its last scheduled fire is forgotten, its history and `WHY`
+    /// records stay (they are there again if a job of that name comes back).
+    case forgetConfigJob(JobName)
     /// A job's last scheduled fire and run count (runtime jobs) or last scheduled fire (config jobs).
     case fire(JobName, runs: Int, lastScheduled: WallTime?, configJob: Bool)
     /// A finished run, for the history (pruned to `keep`).

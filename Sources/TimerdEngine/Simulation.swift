@@ -253,6 +253,8 @@ package struct Simulation {
         switch change {
         case .fire(let name, _, let lastScheduled, true):
             store.configFires[name] = lastScheduled
+        case .forgetConfigJob(let name):
+            store.configFires[name] = nil
         case .run(let record, _):
             store.lastRuns[record.job] = record
         case .fireRecord(let record, _):

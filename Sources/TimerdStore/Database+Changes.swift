@@ -111,7 +111,9 @@ extension Database {
                 DELETE FROM runs WHERE job = ?1
                     AND id <= (SELECT id FROM runs WHERE job = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)
                 """, [.text(run.job), .integer(Int64(max(keep, 0)))])
-        case .recordConfigJobFire(let name, let lastScheduled):
+        case .recordConfigJobFire(let name, nil):
+            try execute("DELETE FROM config_job_fires WHERE name = ?1", [.text(name)])
+        case .recordConfigJobFire(let name, let lastScheduled?):
             try execute(
                 """
                 INSERT INTO config_job_fires (name, last_scheduled) VALUES (?1, ?2)

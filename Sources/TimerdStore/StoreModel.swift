@@ -129,8 +129,9 @@ public enum StoreChange: Sendable, Equatable {
     case recordFire(String, runs: Int, lastScheduled: WallTime?)
     /// Inserts the run, then prunes that job's runs to the newest `keep` (0 or less keeps none).
     case recordRun(StoredRun, keep: Int)
-    /// Config jobs: only their last scheduled time, in a table of its own keyed by name.
-    case recordConfigJobFire(String, lastScheduled: WallTime)
+    /// Config jobs: only their last scheduled time, in a table of its own keyed by name; nil forgets it
+    /// (the job left the config: if it comes back, its misfire policy does not count the time between).
+    case recordConfigJobFire(String, lastScheduled: WallTime?)
     /// Inserts or replaces the fire record (same job and sequence), then prunes that job's records to the
     /// newest `keep`.
     case recordDueFire(StoredFire, keep: Int)

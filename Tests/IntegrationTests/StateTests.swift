@@ -211,6 +211,16 @@ import TimerdStore
         let history = try last.ctl("history", "count")
         #expect(history.stdout.split(separator: "\n").dropFirst().map { $0.split(separator: " ").first.map(String.init) } == ["3", "2", "1"],
                 "\(history.stdout)")
+        // Taken out of the config and put back: its history stayed, and its numbers go on (docs/state.md).
+        try "".write(toFile: last.configPath, atomically: true, encoding: .utf8)
+        #expect(try last.request("RELOAD").hasPrefix("OK"))
+        #expect(try last.request("SHOW count").hasPrefix("ERR no-such-job"))
+        try config.write(toFile: last.configPath, atomically: true, encoding: .utf8)
+        #expect(try last.request("RELOAD").hasPrefix("OK"))
+        #expect(try Self.historyRuns(last, "count").map { $0["run"] as? Int } == [3, 2, 1])
+        #expect(try last.request("RUN count").hasPrefix("OK"))
+        try eventually("run 4 ended") { try last.show("count")["last_run"] as? Int == 4 && last.show("count")["last_result"] as? String == "ok" }
+        #expect(try String(contentsOfFile: numbers, encoding: .utf8) == "1\n2\n3\n4\n")
     }
 
     @Test func historyIsKeptAndPrunedPerJob() throws {

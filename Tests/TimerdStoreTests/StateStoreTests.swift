@@ -43,8 +43,11 @@ import TimerdCore
             #expect(recovered == nil)
             try store.applyAndWait(
                 jobs.map { .putJob($0) } + runs.map { .recordRun($0, keep: 10) }
-                    + [.recordConfigJobFire("from-config", lastScheduled: t0), .recordConfigJobFire("other", lastScheduled: t0)])
+                    + [.recordConfigJobFire("from-config", lastScheduled: t0), .recordConfigJobFire("other", lastScheduled: t0)]
+                    + [.recordConfigJobFire("gone", lastScheduled: t0)])
             try store.applyAndWait([.recordConfigJobFire("other", lastScheduled: t0 + .seconds(5))])
+            // A job that left the config: its last fire is forgotten.
+            try store.applyAndWait([.recordConfigJobFire("gone", lastScheduled: nil)])
             #expect(try store.jobs() == jobs.sorted { $0.name < $1.name })
             store.close()
         }
