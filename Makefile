@@ -49,7 +49,7 @@ CONFDIR      := /etc/timerd
 INSTALL      ?= install
 DOCS         := README.md $(sort $(wildcard docs/*.md))
 
-.PHONY: all deps oracle-deps bench-deps release-layout build run test test-tsan test-asan test-install bench bench-state fuzz check-config install uninstall clean help
+.PHONY: all deps oracle-deps bench-deps deb-deps release-layout build run test test-tsan test-asan test-install test-deb bench bench-state fuzz check-config install install-files uninstall deb clean help
 
 all: build
 
@@ -67,6 +67,8 @@ help:
 	@echo "                   /etc/timerd/timerd.conf (never overwritten); PREFIX=/usr/local DESTDIR="
 	@echo "make uninstall     remove what install put there, except the config in /etc/timerd"
 	@echo "make test-install  build, then check install/uninstall into a temporary DESTDIR"
+	@echo "make deb           build dist/timerd_VERSION_ARCH.deb (debian/, dpkg-buildpackage) and lintian it"
+	@echo "make test-deb      make deb, then check the package's fields, files and scripts"
 	@echo "make bench         benchmarks (about 12 minutes): lateness vs systemd timers, 100,000 jobs,"
 	@echo "                   runs/s, idle cost; report and plot in bench/results/ (docs/performance.md)"
 	@echo "make bench-state   durability: cost per durable ADD, lateness while writing, kill -9 loop"
@@ -137,6 +139,7 @@ test: deps oracle-deps build
 	$(SWIFT) build --build-tests
 	TIMERD_TEST_BIN_DIR=$(CURDIR)/.build/release TIMERD_ORACLE_PYTHON=$(ORACLE_VENV)/bin/python3 $(SWIFT) test --skip-build
 	$(MAKE) test-install
+	$(MAKE) test-deb
 
 # The whole suite under ThreadSanitizer / AddressSanitizer (+ LeakSanitizer): tests, timerd and timerctl
 # built in a scratch path of their own, so the normal build is left alone. The end-to-end tests start
@@ -249,6 +252,32 @@ $(FUZZ_DIR)/%/fuzzer: fuzz/%.swift fuzz/support.swift $$(addprefix $(FUZZ_DIR)/o
 	$(FUZZ_SWIFTC) -module-name Fuzz_$* fuzz/$*.swift fuzz/support.swift \
 		$(addprefix $(FUZZ_DIR)/obj/,$(addsuffix .o,$(FUZZ_MODULES_$*))) -use-ld=lld -o $@
 
+# `make deb`: dist/timerd_VERSION_ARCH.deb, built the Debian way (debian/, `dpkg-buildpackage -b`) from the
+# release binaries of `make build`, in a staging copy (.build/deb/timerd) so that nothing is written beside
+# the checkout; then lintian, which must report no errors (its warnings and why: debian/README.source).
+# The Swift toolchain is a build prerequisite outside Debian's: debian/rules does not build, it installs
+# what `make build` made (`make install-files`).
+DEB_PACKAGES := debhelper dpkg-dev lintian
+DEB_VERSION  := $(shell head -n 1 debian/changelog | cut -d'(' -f2 | cut -d')' -f1)
+DEB_ARCH     := $(shell dpkg --print-architecture 2>/dev/null)
+DEB_FILE     := dist/timerd_$(DEB_VERSION)_$(DEB_ARCH).deb
+
+deb-deps: deps
+	$(call apt_install,$(DEB_PACKAGES))
+
+deb: deb-deps build
+	rm -rf .build/deb && mkdir -p .build/deb/timerd/.build/release dist
+	cp -r debian systemd config man completions docs README.md Makefile .build/deb/timerd/
+	cp .build/release/timerd .build/release/timerctl .build/deb/timerd/.build/release/
+	cd .build/deb/timerd && dpkg-buildpackage -b -us -uc
+	mv .build/deb/timerd_$(DEB_VERSION)_$(DEB_ARCH).deb $(DEB_FILE)
+	lintian --fail-on error $(DEB_FILE) || { echo "lintian reports errors in $(DEB_FILE)"; exit 1; }
+	@echo "Built $(DEB_FILE)"
+
+# Builds the package, then checks its control fields, files, conffile, maintainer scripts and lintian.
+test-deb: deb
+	bash Tests/InstallTests/deb-test.sh
+
 # Installs into a temporary DESTDIR and checks files, modes, units, man pages, completion, uninstall.
 test-install: build
 	bash Tests/InstallTests/install-test.sh
@@ -256,7 +285,11 @@ test-install: build
 # Never runs systemctl: DESTDIR installs happen in package builds, and enabling is the admin's call.
 # Binaries are installed stripped (install -s): their symbol table and debug info are never loaded into
 # memory but are half of each file; gdb reads them from the unstripped .build/release/timerd (`gdb -s`).
-install: build
+install: build install-files
+
+# What `install` puts in place, from the binaries `make build` made (`make deb` runs it in its staging
+# directory, which has those binaries and no Swift toolchain).
+install-files:
 	$(INSTALL) -d -m 755 $(DESTDIR)$(BINDIR)
 	$(INSTALL) -m 755 -s .build/release/timerd .build/release/timerctl $(DESTDIR)$(BINDIR)/
 	$(INSTALL) -d -m 755 $(DESTDIR)$(SYSTEMDUNITDIR)
