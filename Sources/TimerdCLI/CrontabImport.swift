@@ -184,9 +184,14 @@ struct CrontabImport {
             }
         }
 
+        /// A blank line, then the comments that precede what comes next.
+        private mutating func startSection() {
+            if comments.isEmpty { lines.append("") } else { flushComments() }
+        }
+
         mutating func leaveOut(line: Int, _ raw: Substring, _ why: String) {
-            flushComments()
-            lines += ["", "# timerctl import: left out line \(line): \(why):", "#\t" + raw]
+            startSection()
+            lines += ["# timerctl import: left out line \(line): \(why):", "#\t" + raw]
             diagnostics.append("\(path):\(line): \(why)")
         }
 
@@ -198,8 +203,7 @@ struct CrontabImport {
                 switch check(section, name: name) {
                 case .success(let spec):
                     guard let difference = job.difference(spec, action: action) else {
-                        flushComments()
-                        lines.append("")
+                        startSection()
                         lines += section
                         return
                     }
