@@ -63,7 +63,7 @@ let package = Package(
         .testTarget(name: "TimerdProtocolTests", dependencies: ["TimerdProtocol"]),
         .testTarget(name: "TimerdConfigTests", dependencies: ["TimerdConfig"]),
         .testTarget(name: "TimerdSystemTests", dependencies: ["TimerdSystem", "TimerdTestSupport"]),
-        .testTarget(name: "TimerdCLITests", dependencies: ["TimerdCLI"]),
+        .testTarget(name: "TimerdCLITests", dependencies: ["TimerdCLI", "TimerdTestSupport"]),
         .testTarget(name: "TimerdDaemonTests", dependencies: ["TimerdDaemon", "TimerdEngine", "TimerdConfig", "TimerdStore"]),
         .testTarget(name: "TimerdStoreTests", dependencies: ["TimerdStore"]),
         .testTarget(name: "TimerdClusterTests", dependencies: ["TimerdCluster"]),

@@ -53,7 +53,7 @@ _timerctl_zones() {
 }
 
 _timerctl() {
-    local verbs="add exec cancel pause resume run list show history why reload mode stats watch cluster next simulate ping version help"
+    local verbs="add exec cancel pause resume run list show history why reload mode stats watch cluster next simulate import ping version help"
     local owner_flags="--owner --owner-pid --tag --modes"
     local webhook_flags="--webhook --method --header --body --content-type --expect --retries --retry-backoff --redirects --ca-file --insecure"
     local notify_flags="--on-failure --on-recovery"
@@ -213,6 +213,7 @@ _timerctl() {
         case $verb in
             next) flags="--help $next_flags --json" ;;  # computed locally: no --socket
             simulate) flags="--help $simulate_flags --json" ;;
+            import) flags="--help --user --system --force" ;;  # computed locally: no --socket
             add) flags+=" $job_flags" ;;
             exec) flags+=" $exec_flags --json" ;;
             cancel | pause | resume)
@@ -238,6 +239,14 @@ _timerctl() {
     fi
 
     case $verb in
+        import)
+            # "crontab", then a file or directory.
+            if ((${#given[@]} == 0)); then
+                mapfile -t COMPREPLY < <(compgen -W "crontab" -- "$cur")
+            elif ((${#given[@]} == 1)); then
+                compopt -o filenames 2>/dev/null
+                mapfile -t COMPREPLY < <(compgen -f -- "$cur")
+            fi ;;
         help)
             ((${#given[@]} == 0)) && mapfile -t COMPREPLY < <(compgen -W "$verbs" -- "$cur") ;;
         mode)

@@ -3,7 +3,7 @@ import TimerdProtocol
 
 /// The verbs of `timerctl`, with everything help and the parser need to know about each.
 package enum CLIVerb: String, CaseIterable, Sendable {
-    case add, exec, cancel, pause, resume, run, list, show, history, why, reload, mode, stats, watch, cluster, next, simulate, ping, version, help
+    case add, exec, cancel, pause, resume, run, list, show, history, why, reload, mode, stats, watch, cluster, next, simulate, `import`, ping, version, help
 
     /// How many job names (positional words) a verb takes.
     package enum Names: Sendable {
@@ -14,14 +14,16 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case optionalJob
         /// `help [VERB]`: at most one word, a verb name.
         case optionalTopic
+        /// `import crontab [FILE|-]`: what to import, then at most one file.
+        case importSource
     }
 
-    /// The protocol verb sent to timerd (the verb's own name, upper-cased); nil for `help`, `next` and
-    /// `simulate`, which timerctl answers itself (they compute locally, so they work without a running
-    /// timerd).
+    /// The protocol verb sent to timerd (the verb's own name, upper-cased); nil for `help`, `next`,
+    /// `simulate` and `import`, which timerctl answers itself (they compute locally, so they work without a
+    /// running timerd).
     package var wireVerb: Verb? {
         switch self {
-        case .help, .next, .simulate: nil
+        case .help, .next, .simulate, .import: nil
         default: Verb(word: rawValue)
         }
     }
@@ -46,6 +48,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .cluster: "Show the cluster: this node's role, the leader, the members and etcd's health."
         case .next: "Print the next fire times of a cron, calendar or every schedule (computed locally)."
         case .simulate: "Show what a config's jobs would do over a span of time, decision by decision (computed locally)."
+        case .import: "Print timerd config for the jobs of a crontab, to move them from cron (computed locally)."
         case .ping: "Check that timerd answers."
         case .version: "Print the versions of timerctl and timerd."
         case .help: "Show help for timerctl or for one verb."
@@ -88,6 +91,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
                 "simulate --config FILE [--from TIME] --until TIME [--run-duration JOB=DUR]… [--run-result JOB=RESULT]…",
                 "    [--down FROM..TO]… [--clock-step AT=OFFSET]… [--seed N] [--json]",
             ]
+        case .import: ["import crontab [FILE | -] [--user NAME] [--system] [--force]"]
         case .ping: ["ping"]
         case .version: ["version [--json]"]
         case .help: ["help [VERB]"]
@@ -198,6 +202,16 @@ package enum CLIVerb: String, CaseIterable, Sendable {
                 "the shared jobs; every node lists and changes them. While etcd is unavailable the node",
                 "says so here, serves reads, and refuses changes to shared jobs (cluster-unavailable).",
             ]
+        case .import:
+            [
+                "Reads a crontab(5) file (- or none: standard input) and prints a [job \"NAME\"] section for each",
+                "of its jobs, which fires when cron would and runs what cron would run: the same schedule, time",
+                "zone (CRON_TZ), environment, user, home directory and SHELL, the %-lines as standard input. A",
+                "file under /etc/crontab or /etc/cron.d/ (or --system) has a user field; a directory",
+                "/etc/cron.{hourly,daily,weekly,monthly} becomes one run-parts job. Comments carry over; a line",
+                "that cannot be converted exactly stays as a comment saying why, with FILE:LINE: on stderr, and",
+                "the status is 1 (0 with --force). Names come from the commands: see docs/migrating.md.",
+            ]
         case .version: ["Prints timerctl's version, then asks timerd for its own."]
         case .show, .ping, .help: []
         }
@@ -216,6 +230,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .add, .run, .show, .history, .why: .one
         case .cancel, .pause, .resume: .oneOrMore
         case .exec, .list, .reload, .stats, .cluster, .next, .simulate, .ping, .version: .none
+        case .import: .importSource
         case .mode: .optionalOne
         case .watch: .optionalJob
         case .help: .optionalTopic
@@ -226,7 +241,8 @@ package enum CLIVerb: String, CaseIterable, Sendable {
     package var selectsByTag: Bool {
         switch self {
         case .cancel, .pause, .resume, .list, .watch: true
-        case .add, .exec, .run, .show, .history, .why, .reload, .mode, .stats, .cluster, .next, .simulate, .ping, .version, .help: false
+        case .add, .exec, .run, .show, .history, .why, .reload, .mode, .stats, .cluster, .next, .simulate, .import, .ping, .version,
+            .help: false
         }
     }
 
@@ -242,7 +258,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         switch self {
         case .exec, .run, .list, .show, .history, .why, .reload, .mode, .stats, .cluster, .watch, .next, .simulate, .version: true
         case .cancel, .pause, .resume: true  // with --tag
-        case .add, .ping, .help: false
+        case .add, .import, .ping, .help: false
         }
     }
 
@@ -351,6 +367,15 @@ package enum CLIVerb: String, CaseIterable, Sendable {
                     name: "clock-step", key: "clock_step", kind: .value(placeholder: "AT=OFFSET"),
                     help: "At AT the wall clock is set by OFFSET, e.g. 2026-03-01T12:00:00Z=-1h (repeatable)."),
                 Flag(name: "seed", key: "seed", kind: .value(placeholder: "N"), help: "Seed random jitter with N (default 0)."),
+            ]
+        case .import:
+            return [
+                Flag(name: "user", key: "user", kind: .value(placeholder: "NAME"),
+                     help: "Run a per-user crontab's jobs as NAME, in NAME's home directory, as cron does."),
+                Flag(name: "system", key: "system", kind: .option(value: "yes"),
+                     help: "Read the system format (a user field after the schedule), whatever the file's path."),
+                Flag(name: "force", key: "force", kind: .option(value: "yes"),
+                     help: "Exit 0 even when lines were left out (they are still printed as comments)."),
             ]
         case .show, .reload, .mode, .stats, .cluster, .ping, .version, .help:
             return []

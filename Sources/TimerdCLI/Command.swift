@@ -16,6 +16,8 @@ package struct Command: Equatable, Sendable {
         case next([Option])
         /// `simulate`: run a config through the engine in virtual time (no daemon) and print its decisions.
         case simulate([Option])
+        /// `import crontab`: convert this crontab file (`-`: standard input) into config text (no daemon).
+        case importCrontab(path: String, [Option])
     }
 
     /// How replies are printed.

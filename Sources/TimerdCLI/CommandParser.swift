@@ -127,6 +127,7 @@ package enum CommandParser {
         if !byTag || !names.isEmpty { try checkNames(names, verb: verb) }
         if verb == .next { return try nextCommand(given: given, options: options, globals: globals) }
         if verb == .simulate { return try simulateCommand(given: given, options: options, globals: globals) }
+        if verb == .import { return try importCommand(names: names, given: given, options: options, globals: globals) }
 
         guard let wireVerb = verb.wireVerb else {
             // `help [VERB]`
@@ -182,6 +183,14 @@ package enum CommandParser {
         return Command(verb: .simulate, action: .simulate(options), output: globals.output, socket: globals.socket)
     }
 
+    /// `import crontab [FILE|-]`: the kind first (only `crontab`), each flag at most once.
+    private static func importCommand(names: [String], given: [String], options: [Option], globals: Globals) throws(UsageError) -> Command {
+        if let repeated = given.enumerated().first(where: { given[..<$0.offset].contains($0.element) })?.element {
+            throw UsageError("give --\(repeated) only once", verb: .import)
+        }
+        return Command(verb: .import, action: .importCrontab(path: names.count > 1 ? names[1] : "-", options), output: globals.output, socket: globals.socket)
+    }
+
     private static func checkNames(_ names: [String], verb: CLIVerb) throws(UsageError) {
         let allowed: ClosedRange<Int>
         switch verb.names {
@@ -189,6 +198,12 @@ package enum CommandParser {
         case .one: allowed = 1...1
         case .oneOrMore: allowed = 1...Int.max
         case .optionalOne, .optionalJob, .optionalTopic: allowed = 0...1
+        case .importSource:
+            guard let kind = names.first else { throw UsageError("missing what to import (crontab)", verb: verb) }
+            guard kind == "crontab" else {
+                throw UsageError("cannot import '\(kind)' (timerctl imports a crontab: 'timerctl import crontab FILE')", verb: verb)
+            }
+            allowed = 1...2
         }
         if names.count < allowed.lowerBound {
             if allowed.upperBound == 1 { throw UsageError("missing job name", verb: verb) }
@@ -210,6 +225,8 @@ package enum CommandParser {
                 message += " (\(verb.rawValue) takes no arguments)"
             } else if verb.names == .optionalOne {
                 message += " (\(verb.rawValue) takes at most one mode name)"
+            } else if verb.names == .importSource {
+                message += " (import crontab takes one file)"
             } else if verb.names == .optionalJob {
                 message += " (\(verb.rawValue) takes at most one job name, or --tag TAG)"
             }

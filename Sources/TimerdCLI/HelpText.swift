@@ -25,7 +25,7 @@ package enum HelpText {
             "$XDG_RUNTIME_DIR/timerd/timerd.sock (/tmp/timerd-UID/timerd.sock without XDG_RUNTIME_DIR) if it exists,",
             "else /run/timerd/timerd.sock if that exists.",
             "",
-            "Exit status: 0 success, 1 timerd (or next, simulate) refused the request, 2 usage error, 3 cannot reach timerd.",
+            "Exit status: 0 success, 1 timerd (or next, simulate) refused the request or import left lines out, 2 usage error, 3 cannot reach timerd.",
         ]
         return lines.joined(separator: "\n") + "\n"
     }

@@ -79,7 +79,7 @@ package enum ReplyFormatter {
         case .cancel, .pause, .resume:
             guard command.taggedAction != nil else { return "" }
             text = (try? Payload.decode(TagResult.self, from: payload)).map { $0.jobs.map { $0 + "\n" }.joined() }
-        case .add, .ping, .watch, .simulate, .help: return ""
+        case .add, .ping, .watch, .simulate, .import, .help: return ""
         }
         return text ?? payload + "\n"
     }

@@ -376,7 +376,7 @@ private func caughtTimerdError(_ body: () throws(TimerdError) -> Void) -> Timerd
 @Suite struct WireVerbTests {
     @Test func everyVerbButTheLocalOnesHasItsWireVerb() {
         for verb in CLIVerb.allCases {
-            if [.help, .next, .simulate].contains(verb) {
+            if [.help, .next, .simulate, .import].contains(verb) {
                 #expect(verb.wireVerb == nil, "\(verb)")
             } else {
                 #expect(verb.wireVerb?.rawValue == verb.rawValue.uppercased(), "\(verb)")

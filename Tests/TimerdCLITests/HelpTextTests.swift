@@ -27,6 +27,7 @@ struct HelpTextTests {
               cluster   Show the cluster: this node's role, the leader, the members and etcd's health.
               next      Print the next fire times of a cron, calendar or every schedule (computed locally).
               simulate  Show what a config's jobs would do over a span of time, decision by decision (computed locally).
+              import    Print timerd config for the jobs of a crontab, to move them from cron (computed locally).
               ping      Check that timerd answers.
               version   Print the versions of timerctl and timerd.
               help      Show help for timerctl or for one verb.
@@ -40,7 +41,7 @@ struct HelpTextTests {
             $XDG_RUNTIME_DIR/timerd/timerd.sock (/tmp/timerd-UID/timerd.sock without XDG_RUNTIME_DIR) if it exists,
             else /run/timerd/timerd.sock if that exists.
 
-            Exit status: 0 success, 1 timerd (or next, simulate) refused the request, 2 usage error, 3 cannot reach timerd.
+            Exit status: 0 success, 1 timerd (or next, simulate) refused the request or import left lines out, 2 usage error, 3 cannot reach timerd.
 
             """
 

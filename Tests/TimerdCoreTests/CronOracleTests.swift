@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import TimerdCore
+import TimerdTestSupport
 
 /// Random cron expressions checked against an independent implementation: Python's croniter, run once
 /// for the whole table by `cron_oracle.py` (next to this file). The interpreter is `$TIMERD_ORACLE_PYTHON`,
@@ -21,9 +22,6 @@ import Testing
 /// timerd rejects; they are not generated either.
 @Suite("CronExpression against croniter")
 struct CronOracleTests {
-    static let packageRoot = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-
     static let expressionCount = 700
     static let firesPerExpression = 5
 
@@ -131,56 +129,15 @@ struct CronOracleTests {
 
     // MARK: - Running croniter
 
-    /// Writes the cases to a temporary file, runs cron_oracle.py once, returns croniter's version and one
+    /// Runs cron_oracle.py once for all the cases (``CronOracle``); returns croniter's version and one
     /// output line per case.
     func runOracle(_ cases: [Case]) throws -> (String, [String]) {
-        let python = ProcessInfo.processInfo.environment["TIMERD_ORACLE_PYTHON"].flatMap { $0.isEmpty ? nil : $0 }
-            ?? Self.packageRoot.appendingPathComponent(".build/oracle-venv/bin/python3").path
-        let setup = "run `make oracle-deps` (it creates .build/oracle-venv with the pinned croniter), "
-            + "or point TIMERD_ORACLE_PYTHON at a python3 that has croniter"
-        guard FileManager.default.isExecutableFile(atPath: python) else {
-            Issue.record("the croniter oracle needs Python: no interpreter at \(python); \(setup)")
+        do {
+            return try CronOracle.run(cases.map { ($0.expression, $0.base, Self.firesPerExpression) })
+        } catch let error as CronOracle.Unavailable {
+            Issue.record("\(error)")
             throw OracleUnavailable()
         }
-        let script = Self.packageRoot.appendingPathComponent("Tests/TimerdCoreTests/cron_oracle.py").path
-        let directory = FileManager.default.temporaryDirectory
-            .appendingPathComponent("timerd-cron-oracle-\(ProcessInfo.processInfo.processIdentifier)-\(UInt64.random(in: 0...UInt64.max))")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let input = directory.appendingPathComponent("cases.tsv")
-        let output = directory.appendingPathComponent("out.txt")
-        let errors = directory.appendingPathComponent("err.txt")
-        let table = cases.map { "\($0.expression)\t\($0.base)\t\(Self.firesPerExpression)\n" }.joined()
-        try table.write(to: input, atomically: true, encoding: .utf8)
-        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
-
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = [script, input.path]
-        let outHandle = try FileHandle(forWritingTo: output)
-        let errHandle = try FileHandle(forWritingTo: errors)
-        process.standardOutput = outHandle
-        process.standardError = errHandle
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        try outHandle.close()
-        try errHandle.close()
-
-        let text = try String(contentsOf: output, encoding: .utf8)
-        let stderr = try String(contentsOf: errors, encoding: .utf8)
-        var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
-        if lines.last == "" { lines.removeLast() }
-        if process.terminationStatus == 3 || lines.first?.hasPrefix("MISSING") == true {
-            Issue.record("the croniter oracle needs croniter: \(python) cannot import it; \(setup)\n\(text)\(stderr)")
-            throw OracleUnavailable()
-        }
-        guard process.terminationStatus == 0, let first = lines.first, first.hasPrefix("croniter ") else {
-            Issue.record("cron_oracle.py failed (exit \(process.terminationStatus)):\n\(stderr)\(text.prefix(2_000))")
-            throw OracleUnavailable()
-        }
-        return (first, Array(lines.dropFirst()))
     }
 
     struct OracleUnavailable: Error {}
