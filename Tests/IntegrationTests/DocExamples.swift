@@ -236,7 +236,7 @@ enum DocOutput {
     /// times, durations, sizes and pids replaced by placeholders first.
     static func isExact(_ command: String) -> Bool {
         // `next` without `--from` counts from now.
-        ["timerctl simulate", "cat "].contains { command.hasPrefix($0) } || command.contains("--help")
+        ["timerctl simulate", "timerctl import", "cat "].contains { command.hasPrefix($0) } || command.contains("--help")
             || (command.hasPrefix("timerctl next") && command.contains("--from"))
     }
 
