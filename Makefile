@@ -274,9 +274,12 @@ deb: deb-deps build
 	lintian --fail-on error $(DEB_FILE) || { echo "lintian reports errors in $(DEB_FILE)"; exit 1; }
 	@echo "Built $(DEB_FILE)"
 
-# Builds the package, then checks its control fields, files, conffile, maintainer scripts and lintian.
+# Builds the package, then checks its control fields, files, conffile, maintainer scripts and lintian,
+# and its install → start → ping → remove → purge cycle with dpkg in a private systemd whose /usr, /etc
+# and /var are overlays (the host's are never written).
 test-deb: deb
 	bash Tests/InstallTests/deb-test.sh
+	bash Tests/InstallTests/deb-cycle-test.sh
 
 # Installs into a temporary DESTDIR and checks files, modes, units, man pages, completion, uninstall.
 test-install: build

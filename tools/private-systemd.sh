@@ -3,7 +3,7 @@
 # systemd-in-a-namespace.md describes. One recipe for both users: Tests/SystemdTests (Testbed.swift) and
 # bench/peer-systemd.sh, which copy it into their scratch directory and run it.
 #
-#   private-systemd.sh CGROUP SCRATCH TARGET DESCRIPTION SYSTEMD
+#   private-systemd.sh CGROUP SCRATCH TARGET DESCRIPTION SYSTEMD [OVERLAID…]
 #
 # Run it as the process that is to become the unshare process (it execs unshare, same PID). It moves itself
 # into a cgroup CGROUP of its own in every hierarchy, listing each in SCRATCH/cgroups for the caller to
@@ -11,15 +11,22 @@
 # cgroup roots. Inside, PID 1 mounts a private /proc, /tmp, /run and cgroupfs (seen from the new cgroup
 # namespace), makes the journal volatile and TARGET (no default dependencies, described as DESCRIPTION) the
 # only target, then execs SYSTEMD: nothing from the host's boot runs. The caller finds systemd as the only
-# child of this process and powers it off with SIGRTMIN+4 to that PID.
+# child of this process and powers it off with SIGRTMIN+4 to that PID. Each OVERLAID directory (/usr, /etc,
+# /var) gets an overlay whose upper layer is in the namespace's /run: what is installed in there (a
+# package, with its dpkg database) never reaches the host's.
 set -eu
 
 if [ "${1-}" = --inner ]; then
   # PID 1 of the new namespaces until it execs systemd.
   layout=$2 target=$3 description=$4 systemd=$5
+  shift 5
   mount -t proc proc /proc
   mount -t tmpfs -o mode=1777 tmpfs /tmp
   mount -t tmpfs -o mode=755 tmpfs /run
+  for dir in "$@"; do
+    mkdir -p "/run/overlay$dir/upper" "/run/overlay$dir/work"
+    mount -t overlay overlay -o "lowerdir=$dir,upperdir=/run/overlay$dir/upper,workdir=/run/overlay$dir/work" "$dir"
+  done
   case $layout in
     unified) mount -t cgroup2 cgroup2 /sys/fs/cgroup ;;
     *) mount -t tmpfs -o mode=755 tmpfs /sys/fs/cgroup
@@ -38,6 +45,7 @@ if [ "${1-}" = --inner ]; then
 fi
 
 cg=$1 scratch=$2 target=$3 description=$4 systemd=$5
+shift 5
 if [ "$(stat -f -c %T /sys/fs/cgroup)" = cgroup2fs ]; then layout=unified
 elif [ "$(stat -f -c %T /sys/fs/cgroup/unified 2>/dev/null)" = cgroup2fs ]; then layout=hybrid
 else layout=legacy; fi
@@ -59,4 +67,4 @@ done <<< "$memberships"
 # Leave inherited descriptors alone: under Foundation's Process, closing its watch socket makes it think this
 # process exited (it then blocks in waitpid on its process queue).
 exec unshare --pid --fork --mount --cgroup --propagation private --kill-child=SIGRTMIN+4 \
-    /bin/bash "$0" --inner "$layout" "$target" "$description" "$systemd"
+    /bin/bash "$0" --inner "$layout" "$target" "$description" "$systemd" "$@"
