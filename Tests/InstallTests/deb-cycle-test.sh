@@ -15,16 +15,8 @@ repo=$PWD
 version=$(head -n 1 debian/changelog | cut -d'(' -f2 | cut -d')' -f1)
 deb=$repo/dist/timerd_${version}_$(dpkg --print-architecture).deb
 
-passed=0
-failed=0
-pass() { passed=$((passed + 1)); printf 'ok    %s\n' "$1"; }
-fail() {
-    failed=$((failed + 1))
-    printf 'FAIL  %s\n' "$1"
-    [[ $# -gt 1 && -n $2 ]] && printf '%s\n' "$2" | sed 's/^/      | /'
-    return 0
-}
-finish() { echo; echo "$passed passed, $failed failed"; [[ $failed -eq 0 ]]; exit $?; }
+source Tests/InstallTests/checks.sh
+finish() { tally; exit $?; }
 
 problem=
 [[ $(id -u) -eq 0 ]] || problem="not root"

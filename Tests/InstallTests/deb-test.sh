@@ -16,18 +16,10 @@ version=$(head -n 1 debian/changelog | cut -d'(' -f2 | cut -d')' -f1)
 arch=$(dpkg --print-architecture)
 deb=dist/timerd_${version}_${arch}.deb
 
-passed=0
-failed=0
+source Tests/InstallTests/checks.sh
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/timerd-deb-test.XXXXXX") || exit 2
 trap 'rm -rf "$tmp"' EXIT
 
-pass() { passed=$((passed + 1)); printf 'ok    %s\n' "$1"; }
-fail() {
-    failed=$((failed + 1))
-    printf 'FAIL  %s\n' "$1"
-    [[ $# -gt 1 && -n $2 ]] && printf '%s\n' "$2" | sed 's/^/      | /'
-    return 0
-}
 # expect DESCRIPTION ACTUAL EXPECTED
 expect() { if [[ $2 == "$3" ]]; then pass "$1"; else fail "$1" "expected: $3"$'\n'"got:      $2"; fi; }
 # contains DESCRIPTION TEXT NEEDLE
@@ -35,8 +27,7 @@ contains() { if [[ $2 == *"$3"* ]]; then pass "$1"; else fail "$1" "no '$3' in:"
 
 if [[ ! -f $deb ]]; then
     fail "$deb exists (run make deb)"
-    echo
-    echo "$passed passed, $failed failed"
+    tally
     exit 1
 fi
 
@@ -104,6 +95,4 @@ done
 issues=$(lintian "$deb" 2>&1 | grep -E '^[EW]:')
 if [[ -z $issues ]]; then pass "lintian: no errors or warnings"; else fail "lintian: no errors or warnings" "$issues"; fi
 
-echo
-echo "$passed passed, $failed failed"
-[[ $failed -eq 0 ]]
+tally

@@ -16,9 +16,7 @@ repo=$PWD
 prefix=/usr/local
 make_cmd=(${MAKE:-make} --no-print-directory -o build)
 
-passed=0
-failed=0
-skipped=0
+source Tests/InstallTests/checks.sh
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/timerd-install-test.XXXXXX") || exit 2
 dest=$tmp/destdir
 daemon_pid=
@@ -32,15 +30,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-pass() { passed=$((passed + 1)); printf 'ok    %s\n' "$1"; }
-skip() { skipped=$((skipped + 1)); printf 'skip  %s\n' "$1"; }
-# fail DESCRIPTION [DETAILS]: details (command output) are indented under the line.
-fail() {
-    failed=$((failed + 1))
-    printf 'FAIL  %s\n' "$1"
-    [[ $# -gt 1 && -n $2 ]] && printf '%s\n' "$2" | sed 's/^/      | /'
-    return 0
-}
 # check DESCRIPTION COMMAND…: passes when COMMAND exits 0; shows its output when it does not.
 check() {
     local description=$1 output
@@ -368,7 +357,4 @@ unit_check() {
 unit_check /usr /usr/lib/systemd/system
 unit_check /opt/timerd /etc/systemd/system
 
-echo
-[[ $skipped -gt 0 ]] && echo "($skipped check(s) skipped)"
-echo "$passed passed, $failed failed"
-[[ $failed -eq 0 ]]
+tally
