@@ -151,17 +151,32 @@ struct UnitConversion {
         let action = serviceKeys()
         var lines: [String] = []
         if let calendar, let action {
-            var section = ["[job \"\(name)\"]", "calendar = \(calendar)", action]
+            let actionLine = switch action {
+            case .argv(let words): "argv = " + words.map(Words.quote).joined(separator: " ")
+            case .shell(let command): "command = " + command
+            case .webhook: preconditionFailure("an imported job runs a command")
+            }
+            var section = ["[job \"\(name)\"]", "calendar = \(calendar)", actionLine]
             switch writer.check(section) {
             case .failure(let failure):
                 leaveOut(nil, "the job does not load in timerd: \(failure.message)")
                 writer.names.release(name)
+            case .success(let spec) where spec.action != action:
+                leaveOut(nil, "a config value cannot hold the command exactly (a line break in it?): the unit is left out")
+                writer.names.release(name)
             case .success:
-                // Each further key alone, so one timerd refuses is left out with the loader's reason.
+                // Each further key alone, so one timerd refuses (or changes) is left out with the reason.
                 for key in keys {
                     let line = "\(key.key) = \(key.value)"
                     switch writer.check(section + [line]) {
-                    case .success: section.append(line)
+                    case .success(let spec):
+                        if key.key == "env", let equals = key.value.firstIndex(of: "="),
+                            !spec.env.contains(KeyValue(String(key.value[..<equals]), String(key.value[key.value.index(after: equals)...])))
+                        {
+                            leaveOut(key.from, "\(key.value) cannot be a config value as it is (blanks at either end, a trailing backslash or a line break)")
+                        } else {
+                            section.append(line)
+                        }
                     case .failure(let failure): leaveOut(key.from, failure.message)
                     }
                 }
@@ -205,6 +220,7 @@ struct UnitConversion {
             }
         }
         for setting in timer.settings where setting.section == "Timer" {
+            if !setting.key.hasPrefix("On"), timer.last("Timer", setting.key)?.origin != setting.origin { continue }
             switch setting.key {
             case "OnCalendar", "Unit": break
             case "OnBootSec", "OnStartupSec", "OnActiveSec":
@@ -235,7 +251,7 @@ struct UnitConversion {
     }
 
     /// The `[Service]` section: the action line (`argv = …` or `command = …`), and the keys that go with it.
-    private mutating func serviceKeys() -> String? {
+    private mutating func serviceKeys() -> Action? {
         let type = service.last("Service", "Type")?.value ?? "simple"
         guard ["simple", "exec", "oneshot"].contains(type) else {
             leaveOut(service.last("Service", "Type"), "a timerd job runs a command until it exits; Type=\(type) is not that")
@@ -306,6 +322,8 @@ struct UnitConversion {
         for (name, value, setting) in env { add("env", "\(name)=\(value)", setting) }
         for setting in service.settings where setting.section == "Service" {
             let value = setting.value
+            // A single-valued setting: systemd takes its last assignment.
+            if !setting.key.hasPrefix("Exec"), service.last("Service", setting.key)?.origin != setting.origin { continue }
             switch setting.key {
             case "Type", "ExecStart", "ExecStartPre", "ExecStartPost", "User", "Environment", "EnvironmentFile": break
             case "Group": add("group", value, setting)
@@ -322,13 +340,13 @@ struct UnitConversion {
                     leaveOut(setting, "with Type=\(type) it limits only the start-up, which timerd has no notion of")
                 } else if value != "infinity" && value != "0" {
                     add("timeout", value, setting)
-                    let stop = service.last("Service", "TimeoutStopSec")?.value ?? "90s"
-                    add("kill_grace", stop, service.last("Service", "TimeoutStopSec") ?? setting)
+                    addKillGrace(setting)
                 }
             case "RuntimeMaxSec":
-                if value != "infinity" {
+                // systemd: no effect on Type=oneshot.
+                if type != "oneshot" && value != "infinity" {
                     add("timeout", value, setting)
-                    add("kill_grace", service.last("Service", "TimeoutStopSec")?.value ?? "90s", setting)
+                    addKillGrace(setting)
                 }
             case "TimeoutStopSec": break
             case "KillMode":
@@ -364,8 +382,19 @@ struct UnitConversion {
                 add("ionice", name == "idle" ? name : name + (ioPriority.map { ":" + $0.value } ?? ""), ioClass ?? ioPriority)
             }
         }
-        if let argv { return "argv = " + argv.map(Words.quote).joined(separator: " ") }
-        return "command = " + shellCommands.joined(separator: " && ")
+        if let argv { return .argv(argv) }
+        return .shell(shellCommands.joined(separator: " && "))
+    }
+
+    /// `kill_grace` for a timeout: `TimeoutStopSec=` (or `TimeoutSec=`), else systemd's default 90s.
+    private mutating func addKillGrace(_ timeout: SystemdUnit.Setting) {
+        let stop = service.settings.last { $0.section == "Service" && ($0.key == "TimeoutStopSec" || $0.key == "TimeoutSec") }
+        if let stop, stop.value != "infinity" {
+            add("kill_grace", stop.value, stop)
+        } else {
+            add("kill_grace", "90s", timeout)
+            notes.append("# kill_grace = 90s: systemd's default TimeoutStopSec=, between SIGTERM and SIGKILL at the timeout")
+        }
     }
 
     /// One command line: its prefixes applied, as a /bin/sh command, and as argv when it needs no shell.

@@ -349,6 +349,22 @@ struct ImportSystemdTests {
         let (bad, badConfig) = try convert(Self.simple("OnCalendar=daily\nAccuracySec=soon", "ExecStart=/bin/true\nNice=99"), ["t"])
         #expect(badConfig.jobs.count == 1)
         #expect(bad.leftOut == 2, "the loader's refusals: \(bad.diagnostics)")
+        // The last assignment of a single-valued setting wins; a value a config line would change is left out;
+        // argv holds a line break (as \n in double quotes).
+        let (last, lastConfig) = try convert(Self.simple("OnCalendar=daily", """
+            Type=oneshot
+            Nice=1
+            Nice=2
+            Environment="PAD= x "
+            TimeoutSec=10s
+            ExecStart=/bin/true
+            """), ["t"])
+        #expect(try job(lastConfig, "t").resources.nice == 2)
+        #expect(last.config.contains("timeout = 10s\nkill_grace = 10s\n"))
+        #expect(last.diagnostics.count == 1 && last.diagnostics[0].hasPrefix("/units/t.service:5: PAD= x  cannot be a config value"))
+        let (lineBreak, lineBreakConfig) = try convert(Self.simple("OnCalendar=daily", "ExecStart=/bin/echo \"a\\nb\""), ["t"])
+        #expect(try job(lineBreakConfig, "t").action == .argv(["/bin/echo", "a\nb"]))
+        #expect(lineBreak.diagnostics == [])
     }
 
     @Test func dropInsAndUnitAndPaths() throws {
