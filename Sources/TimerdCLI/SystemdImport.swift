@@ -417,7 +417,6 @@ struct UnitConversion {
             text = text.dropFirst()
         }
         let words = try SystemdWords.split(String(text)).map { (word) throws(SystemdWords.Unsupported) in try specifiers.resolve(word) }
-        if words.contains(";") { throw SystemdWords.Unsupported(message: "several commands on one line (;) are not supported") }
         guard !words.isEmpty else { throw SystemdWords.Unsupported(message: "an empty command") }
         let parts = try words.map { (word) throws(SystemdWords.Unsupported) in expand ? try SystemdWords.parts(word) : [.text(word)] }
         let plain = parts.allSatisfy { $0.count == 1 && { if case .text = $0[0] { true } else { false } }($0) }

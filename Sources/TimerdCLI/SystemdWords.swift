@@ -13,10 +13,21 @@ enum SystemdWords {
     }
 
     /// Splits `text` into words as systemd's `extract_first_word(…, EXTRACT_UNQUOTE|EXTRACT_CUNESCAPE)`:
-    /// blanks separate, `'…'` and `"…"` quote, backslash escapes are C's.
+    /// blanks separate, `'…'` and `"…"` quote, backslash escapes are C's (and `\;` is a `;`, as in
+    /// `find … -exec rm {} \;`). A bare `;` word, which separates commands, is not supported.
     static func split(_ text: String) throws(Unsupported) -> [String] {
         var words: [String] = []
         var current: String?
+        // Whether the current word has only unquoted, unescaped characters so far.
+        var bare = true
+        func finish() throws(Unsupported) {
+            if let word = current {
+                if word == ";" && bare { throw Unsupported(message: "several commands on one line (;) are not supported") }
+                words.append(word)
+            }
+            current = nil
+            bare = true
+        }
         var quote: Character?
         var iterator = Array(text)
         var index = 0
@@ -38,10 +49,11 @@ enum SystemdWords {
                 case "t": value = "\t"
                 case "v": value = "\u{0B}"
                 case "s": value = " "
-                case "\\", "\"", "'": value = String(escaped)
+                case "\\", "\"", "'", ";": value = String(escaped)
                 default: throw Unsupported(message: "the escape \\\(escaped) is not supported")
                 }
                 current = (current ?? "") + value
+                bare = false
                 continue
             }
             if let open = quote {
@@ -51,15 +63,15 @@ enum SystemdWords {
             if character == "'" || character == "\"" {
                 quote = character
                 current = current ?? ""
+                bare = false
             } else if character == " " || character == "\t" || character == "\n" || character == "\r" {
-                if let word = current { words.append(word) }
-                current = nil
+                try finish()
             } else {
                 current = (current ?? "") + String(character)
             }
         }
         if quote != nil { throw Unsupported(message: "an unterminated quote") }
-        if let word = current { words.append(word) }
+        try finish()
         iterator.removeAll()
         return words
     }

@@ -287,6 +287,11 @@ struct ImportSystemdTests {
         #expect(specifier.diagnostics.first?.hasSuffix("the specifier %H is not supported (it depends on the machine or the running system)") == true)
         let (word, _) = try convert(Self.simple("OnCalendar=hourly", "ExecStart=/bin/echo $HOME"), ["t"])
         #expect(word.diagnostics.first?.contains("write ${NAME}") == true)
+        let (find, findConfig) = try convert(Self.simple("OnCalendar=hourly", "ExecStart=/usr/bin/find /tmp -exec rm {} \\;"), ["t"])
+        #expect(try self.job(findConfig, "t").action == .argv(["/usr/bin/find", "/tmp", "-exec", "rm", "{}", ";"]))
+        #expect(find.diagnostics == [])
+        let (two, _) = try convert(Self.simple("OnCalendar=hourly", "ExecStart=/bin/a ; /bin/b"), ["t"])
+        #expect(two.diagnostics == ["/units/t.service:2: several commands on one line (;) are not supported"])
         let (argv0, _) = try convert(Self.simple("OnCalendar=hourly", "ExecStart=@/bin/x y"), ["t"])
         #expect(argv0.diagnostics.first?.hasSuffix("@ sets the program's argv[0], which timerd cannot") == true)
     }
