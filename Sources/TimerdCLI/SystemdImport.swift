@@ -29,23 +29,29 @@ struct SystemdImport {
         var writer = Writer(fileSystem: fileSystem)
         writer.lines.append("# timerd jobs imported from systemd timer units by timerctl import systemd.")
         for argument in timers {
-            let name = argument.hasSuffix(".timer") || argument.contains("/") ? argument : argument + ".timer"
-            guard let timerPath = locate(name) else {
+            let path = argument.hasSuffix(".timer") || argument.contains("/") ? argument : argument + ".timer"
+            let directory = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : nil
+            let timerName = SystemdUnit.basename(path)
+            // A path that is not there (or not readable) is said by load, with the reason.
+            guard let timerFile = locate(timerName, in: directory.map { [$0] } ?? unitPath) ?? directory.map({ _ in (path, false) }) else {
                 writer.errors.append("\(argument): no such timer unit in \(unitPath.joined(separator: ", "))")
                 continue
             }
             let timer: SystemdUnit
-            switch SystemdUnit.load(timerPath, fileSystem: fileSystem) {
+            switch SystemdUnit.load(timerFile.path, name: timerName, fileSystem: fileSystem) {
             case .success(let unit): timer = unit
             case .failure(let error):
                 writer.errors.append(error.message)
                 continue
             }
             let serviceName = timer.last("Timer", "Unit")?.value ?? timer.stem + ".service"
-            let directory = timerPath.contains("/") ? String(timerPath[..<timerPath.lastIndex(of: "/")!]) : "."
-            let servicePath = argument.contains("/") ? directory + "/" + serviceName : (locate(serviceName) ?? directory + "/" + serviceName)
+            guard let serviceFile = locate(serviceName, in: directory.map { [$0] } ?? unitPath) else {
+                writer.errors.append("\(serviceName): no such service unit in \(directory ?? unitPath.joined(separator: ", ")) (the service of \(timer.name))")
+                continue
+            }
+            let servicePath = serviceFile.path
             let service: SystemdUnit
-            switch SystemdUnit.load(servicePath, fileSystem: fileSystem) {
+            switch SystemdUnit.load(servicePath, name: serviceName, fileSystem: fileSystem) {
             case .success(let unit): service = unit
             case .failure(let error):
                 writer.errors.append(error.message + " (the service of \(timer.name))")
@@ -57,12 +63,18 @@ struct SystemdImport {
         return writer.result
     }
 
-    /// The path of a unit: as given when it has a `/`, else the first of ``unitPath`` that has it.
-    private func locate(_ name: String) -> String? {
-        if name.contains("/") { return name }
-        for directory in unitPath {
-            let path = directory.hasSuffix("/") ? directory + name : directory + "/" + name
-            if (try? fileSystem.read(path)) != nil { return path }
+    /// The file of unit `name`: the first of `directories` that has it, else, for an instance
+    /// (`backup@home.timer`), the first that has its template (`backup@.timer`), as systemd looks them up.
+    private func locate(_ name: String, in directories: [String]) -> (path: String, template: Bool)? {
+        var names = [(name, false)]
+        if let at = name.firstIndex(of: "@"), let dot = name.lastIndex(of: "."), name.index(after: at) < dot {
+            names.append((String(name[...at]) + String(name[dot...]), true))
+        }
+        for (candidate, template) in names {
+            for directory in directories {
+                let path = directory.hasSuffix("/") ? directory + candidate : directory + "/" + candidate
+                if (try? fileSystem.read(path)) != nil { return (path, template) }
+            }
         }
         return nil
     }

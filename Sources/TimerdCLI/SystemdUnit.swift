@@ -86,10 +86,10 @@ struct SystemdUnit {
         settings.append(Setting(section: section, key: key, value: value, origin: "\(path):\(number)", raw: line))
     }
 
-    /// Reads `path` and the drop-ins `path.d/*.conf` (sorted by name, as systemd orders them), or nil and
-    /// why when the unit file cannot be read.
-    static func load(_ path: String, fileSystem: any ConfigFileSystem) -> Swift.Result<SystemdUnit, UnitError> {
-        let name = String(path.split(separator: "/").last ?? Substring(path))
+    /// Reads `path` (the unit `name`, or its template) and the drop-ins `FILE.d/*.conf` (sorted by name,
+    /// as systemd orders them; an instance's own `NAME.d` after its template's), or why the unit file
+    /// cannot be read.
+    static func load(_ path: String, name: String, fileSystem: any ConfigFileSystem) -> Swift.Result<SystemdUnit, UnitError> {
         var unit = SystemdUnit(name: name, path: path)
         do {
             let bytes = try fileSystem.read(path)
@@ -100,7 +100,11 @@ struct SystemdUnit {
         } catch {
             return .failure(UnitError(message: "\(path): cannot read: \(error.reason)"))
         }
-        let dropIns = fileSystem.glob(escapeGlob(path) + ".d/*.conf").sorted { basename($0) < basename($1) }
+        var dropIns = fileSystem.glob(escapeGlob(path) + ".d/*.conf").sorted { basename($0) < basename($1) }
+        if basename(path) != name {
+            let directory = path.contains("/") ? String(path[...path.lastIndex(of: "/")!]) : ""
+            dropIns += fileSystem.glob(escapeGlob(directory + name) + ".d/*.conf").sorted { basename($0) < basename($1) }
+        }
         for dropIn in dropIns {
             guard let bytes = try? fileSystem.read(dropIn), let text = String(validating: bytes, as: UTF8.self) else {
                 return .failure(UnitError(message: "\(dropIn): cannot read this drop-in"))

@@ -381,8 +381,23 @@ struct ImportSystemdTests {
         let job = try job(config, "t")
         #expect(job.action == .argv(["/bin/new"]))
         #expect(result.config.contains("misfire = once\nnice = 5\n"))
-        let missing = SystemdImport(fileSystem: Self.fileSystem([:]), unitPath: ["/units"]) { _ in nil }.convert(["nope"])
-        #expect(missing.errors == ["nope: no such timer unit in /units"])
+        let missing = SystemdImport(fileSystem: Self.fileSystem([:]), unitPath: ["/units"]) { _ in nil }.convert(["nope", "/units/x.timer"])
+        #expect(missing.errors.count == 2)
+        #expect(missing.errors.first == "nope: no such timer unit in /units")
+        #expect(missing.errors.last?.hasPrefix("/units/x.timer: cannot read: ") == true)
+    }
+
+    /// `backup@home.timer` is `backup@.timer` with the instance `home` (for %i), its drop-ins after the template's.
+    @Test func templateInstances() throws {
+        let files = [
+            "backup@.timer": "[Timer]\nOnCalendar=daily\n", "backup@.service": "[Service]\nExecStart=/usr/local/bin/backup %i %n\n",
+            "backup@.timer.d/a.conf": "[Timer]\nAccuracySec=1s\n", "backup@home.timer.d/b.conf": "[Timer]\nAccuracySec=2s\n",
+        ]
+        let (result, config) = try convert(files, ["backup@home"])
+        let job = try job(config, "backup-home")
+        #expect(job.action == .argv(["/usr/local/bin/backup", "home", "backup@home.service"]))
+        #expect(result.config.contains("# (the job is named backup-home: a job name cannot be backup@home)\n"))
+        #expect(result.config.contains("leeway = 2s\n") && !result.config.contains("leeway = 1s"))
     }
 
     // MARK: The schedules against systemd
