@@ -73,7 +73,7 @@ _timerctl() {
     local simulate_flags="--config --from --until --run-duration --run-result --down --clock-step --seed"
     # Flags that take a value (as the next word or after "="); not the switches (--fixed-jitter,
     # --fail-on-stderr, --repeats, --async, --force, --now, --json).
-    local value_flags=" --socket --every --start --in --at --cron --calendar --timezone --dst-gap --dst-repeat --jitter --from --count --leeway --command --argv $stop_flags $resource_flags --success-exit-codes --pause-after-failures --pool --log-file --log-max-size --log-keep --after-result --overlap --env --meta --cwd --user --group --owner --owner-pid --tag --modes --interval --after $webhook_flags $notify_flags $misfire_flags --history-limit --cluster --limit --config --until --run-duration --run-result --down --clock-step --seed --last "
+    local value_flags=" --socket --every --start --in --at --cron --calendar --timezone --dst-gap --dst-repeat --jitter --from --count --leeway --command --argv $stop_flags $resource_flags --success-exit-codes --pause-after-failures --pool --log-file --log-max-size --log-keep --after-result --overlap --env --meta --cwd --user --group --owner --owner-pid --tag --modes --interval --after $webhook_flags $notify_flags $misfire_flags --history-limit --cluster --limit --config --unit-path --until --run-duration --run-result --down --clock-step --seed --last "
 
     # COMP_WORDS splits "--flag=value" at "=" (COMP_WORDBREAKS): glue those pieces back together.
     local -a words=()
@@ -171,7 +171,7 @@ _timerctl() {
             --socket | --ca-file | --config)
                 compopt -o filenames 2>/dev/null
                 mapfile -t COMPREPLY < <(compgen -P "$prefix" -f -- "$value") ;;
-            --cwd)
+            --cwd | --unit-path)
                 compopt -o filenames 2>/dev/null
                 mapfile -t COMPREPLY < <(compgen -P "$prefix" -d -- "$value") ;;
             --user)
@@ -213,7 +213,7 @@ _timerctl() {
         case $verb in
             next) flags="--help $next_flags --json" ;;  # computed locally: no --socket
             simulate) flags="--help $simulate_flags --json" ;;
-            import) flags="--help --user --system --force" ;;  # computed locally: no --socket
+            import) flags="--help --user --system --unit-path --force" ;;  # computed locally: no --socket
             add) flags+=" $job_flags" ;;
             exec) flags+=" $exec_flags --json" ;;
             cancel | pause | resume)
@@ -240,9 +240,14 @@ _timerctl() {
 
     case $verb in
         import)
-            # "crontab", then a file or directory.
+            # "crontab", then a file or directory; "systemd", then timer units (files, or the installed timers' names).
             if ((${#given[@]} == 0)); then
-                mapfile -t COMPREPLY < <(compgen -W "crontab" -- "$cur")
+                mapfile -t COMPREPLY < <(compgen -W "crontab systemd" -- "$cur")
+            elif [[ ${given[0]} == systemd ]]; then
+                compopt -o filenames 2>/dev/null
+                local timers
+                timers=$(command ls /etc/systemd/system /run/systemd/system /lib/systemd/system /usr/lib/systemd/system 2>/dev/null | grep '\.timer$' | sort -u)
+                mapfile -t COMPREPLY < <(compgen -f -X '!*.timer' -- "$cur"; compgen -d -- "$cur"; compgen -W "$timers" -- "$cur")
             elif ((${#given[@]} == 1)); then
                 compopt -o filenames 2>/dev/null
                 mapfile -t COMPREPLY < <(compgen -f -- "$cur")

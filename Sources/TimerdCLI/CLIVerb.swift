@@ -48,7 +48,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .cluster: "Show the cluster: this node's role, the leader, the members and etcd's health."
         case .next: "Print the next fire times of a cron, calendar or every schedule (computed locally)."
         case .simulate: "Show what a config's jobs would do over a span of time, decision by decision (computed locally)."
-        case .import: "Print timerd config for the jobs of a crontab, to move them from cron (computed locally)."
+        case .import: "Print timerd config for the jobs of a crontab or systemd timers, to move them (computed locally)."
         case .ping: "Check that timerd answers."
         case .version: "Print the versions of timerctl and timerd."
         case .help: "Show help for timerctl or for one verb."
@@ -91,7 +91,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
                 "simulate --config FILE [--from TIME] --until TIME [--run-duration JOB=DUR]… [--run-result JOB=RESULT]…",
                 "    [--down FROM..TO]… [--clock-step AT=OFFSET]… [--seed N] [--json]",
             ]
-        case .import: ["import crontab [FILE | -] [--user NAME] [--system] [--force]"]
+        case .import: ["import crontab [FILE | -] [--user NAME] [--system] [--force]", "import systemd UNIT.timer... [--unit-path DIR] [--force]"]
         case .ping: ["ping"]
         case .version: ["version [--json]"]
         case .help: ["help [VERB]"]
@@ -211,6 +211,14 @@ package enum CLIVerb: String, CaseIterable, Sendable {
                 "/etc/cron.{hourly,daily,weekly,monthly} becomes one run-parts job. Comments carry over; a line",
                 "that cannot be converted exactly stays as a comment saying why, with FILE:LINE: on stderr, and",
                 "the status is 1 (0 with --force). Names come from the commands: see docs/migrating.md.",
+                "",
+                "import systemd reads each timer unit (a path, or a name looked up in /etc/systemd/system,",
+                "/run/systemd/system, /lib/systemd/system, /usr/lib/systemd/system or --unit-path DIR), its",
+                "service (Unit= or the same name) and their .d/*.conf drop-ins, and prints a job named after",
+                "the timer: OnCalendar= as calendar (timerd computes it as systemd does), Persistent= as",
+                "misfire = once, RandomizedDelaySec= as jitter, AccuracySec= as leeway, the ExecStart= lines",
+                "(joined by && for Type=oneshot), User=, Environment=, WorkingDirectory=, Nice=, I/O and",
+                "resource settings. What has no exact equivalent stays as a comment saying why, as above.",
             ]
         case .version: ["Prints timerctl's version, then asks timerd for its own."]
         case .show, .ping, .help: []
@@ -374,6 +382,8 @@ package enum CLIVerb: String, CaseIterable, Sendable {
                      help: "Run a per-user crontab's jobs as NAME, in NAME's home directory, as cron does."),
                 Flag(name: "system", key: "system", kind: .option(value: "yes"),
                      help: "Read the system format (a user field after the schedule), whatever the file's path."),
+                Flag(name: "unit-path", key: "unit_path", kind: .value(placeholder: "DIR"),
+                     help: "systemd: look up unit names in DIR instead of systemd's unit directories."),
                 Flag(name: "force", key: "force", kind: .option(value: "yes"),
                      help: "Exit 0 even when lines were left out (they are still printed as comments)."),
             ]

@@ -18,6 +18,8 @@ package struct Command: Equatable, Sendable {
         case simulate([Option])
         /// `import crontab`: convert this crontab file (`-`: standard input) into config text (no daemon).
         case importCrontab(path: String, [Option])
+        /// `import systemd`: convert these timer units (paths or names) and their services into config text (no daemon).
+        case importSystemd(units: [String], [Option])
     }
 
     /// How replies are printed.

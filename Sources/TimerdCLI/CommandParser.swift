@@ -183,11 +183,18 @@ package enum CommandParser {
         return Command(verb: .simulate, action: .simulate(options), output: globals.output, socket: globals.socket)
     }
 
-    /// `import crontab [FILE|-]`: the kind first (only `crontab`), each flag at most once.
+    /// `import crontab [FILE|-]` or `import systemd UNIT…`: the kind first, each flag at most once.
     private static func importCommand(names: [String], given: [String], options: [Option], globals: Globals) throws(UsageError) -> Command {
         if let repeated = given.enumerated().first(where: { given[..<$0.offset].contains($0.element) })?.element {
             throw UsageError("give --\(repeated) only once", verb: .import)
         }
+        if names.first == "systemd" {
+            if let crontabFlag = given.first(where: { $0 == "user" || $0 == "system" }) {
+                throw UsageError("--\(crontabFlag) is for import crontab", verb: .import)
+            }
+            return Command(verb: .import, action: .importSystemd(units: Array(names.dropFirst()), options), output: globals.output, socket: globals.socket)
+        }
+        if given.contains("unit-path") { throw UsageError("--unit-path is for import systemd", verb: .import) }
         return Command(verb: .import, action: .importCrontab(path: names.count > 1 ? names[1] : "-", options), output: globals.output, socket: globals.socket)
     }
 
@@ -199,11 +206,17 @@ package enum CommandParser {
         case .oneOrMore: allowed = 1...Int.max
         case .optionalOne, .optionalJob, .optionalTopic: allowed = 0...1
         case .importSource:
-            guard let kind = names.first else { throw UsageError("missing what to import (crontab)", verb: verb) }
-            guard kind == "crontab" else {
-                throw UsageError("cannot import '\(kind)' (timerctl imports a crontab: 'timerctl import crontab FILE')", verb: verb)
+            guard let kind = names.first else { throw UsageError("missing what to import (crontab or systemd)", verb: verb) }
+            switch kind {
+            case "crontab": allowed = 1...2
+            case "systemd":
+                if names.count < 2 { throw UsageError("missing timer units (import systemd UNIT.timer…)", verb: verb) }
+                allowed = 2...Int.max
+            default:
+                throw UsageError(
+                    "cannot import '\(kind)' (timerctl imports a crontab or systemd timers: 'timerctl import crontab FILE', 'timerctl import systemd UNIT.timer')",
+                    verb: verb)
             }
-            allowed = 1...2
         }
         if names.count < allowed.lowerBound {
             if allowed.upperBound == 1 { throw UsageError("missing job name", verb: verb) }

@@ -53,6 +53,25 @@ enum ImportCommand {
         return ExitStatus.success
     }
 
+    /// `timerctl import systemd`: status 0, or 1 when a setting was left out (0 with `--force`) or a unit
+    /// or its service cannot be read (whatever `--force` says).
+    static func runSystemd(units: [String], _ options: [Option], context: Timerctl.Context) -> Int32 {
+        let force = options.contains { $0.key == "force" }
+        var importer = SystemdImport(fileSystem: DiskConfigFileSystem()) { name in
+            (try? UserAccount.lookup(name: name))??.home
+        }
+        if let directory = options.last(where: { $0.key == "unit_path" })?.value { importer.unitPath = [directory] }
+        let result = importer.convert(units)
+        context.stdout(result.config)
+        context.stderr((result.errors + result.diagnostics).map { "\($0)\n" }.joined())
+        if !result.diagnostics.isEmpty {
+            let count = result.leftOut == 1 ? "1 setting" : "\(result.leftOut) settings"
+            context.stderr("timerctl: \(count) left out (kept as comments)\(force ? "" : "; --force exits 0 all the same")\n")
+        }
+        if !result.errors.isEmpty || (!result.diagnostics.isEmpty && !force) { return ExitStatus.daemonError }
+        return ExitStatus.success
+    }
+
     /// `/etc/crontab` and the files of `/etc/cron.d` have a user field.
     static func isSystemCrontab(_ path: String) -> Bool {
         path == "/etc/crontab" || (path.hasPrefix("/etc/cron.d/") && path.count > "/etc/cron.d/".count)

@@ -107,6 +107,8 @@ package enum Timerctl {
             return SimulateCommand.run(options, json: command.output == .json, context: context)
         case .importCrontab(let path, let options):
             return ImportCommand.run(path: path, options, context: context)
+        case .importSystemd(let units, let options):
+            return ImportCommand.runSystemd(units: units, options, context: context)
         case .refuse(let error):
             let rendered = ReplyFormatter.render(Reply(error), for: command, now: context.now())
             context.stderr(rendered.stderr)

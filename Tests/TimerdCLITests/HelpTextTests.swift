@@ -27,7 +27,7 @@ struct HelpTextTests {
               cluster   Show the cluster: this node's role, the leader, the members and etcd's health.
               next      Print the next fire times of a cron, calendar or every schedule (computed locally).
               simulate  Show what a config's jobs would do over a span of time, decision by decision (computed locally).
-              import    Print timerd config for the jobs of a crontab, to move them from cron (computed locally).
+              import    Print timerd config for the jobs of a crontab or systemd timers, to move them (computed locally).
               ping      Check that timerd answers.
               version   Print the versions of timerctl and timerd.
               help      Show help for timerctl or for one verb.
