@@ -57,7 +57,7 @@ package enum JobInfoText {
         add("state", job.state.rawValue + (job.state == .paused ? job.paused_reason.map { " (\($0))" } ?? "" : ""))
         add("source", job.declared_at.map { "\(job.source), declared at \($0)" } ?? job.source)
         if job.cluster {
-            add("cluster", "shared; runs on " + (job.node.map { "node \($0) (the leader)" } ?? "the leader (none now)"))
+            add("cluster", "shared; " + (job.node.map { "runs on node \($0)" } ?? "waiting: " + (job.waiting_reason ?? "no node runs it now")))
         } else if let node = job.node {
             add("cluster", "this node's own (\(node))")
         }

@@ -8,22 +8,24 @@ import TimerdSystem
 
 /// This node's session with etcd in cluster mode (`docs/cluster.md`).
 ///
-/// - A lease of `lease_ttl`, renewed every third of it, holds `members/NODE` (who is alive) and, on the
-///   leader, `leader`. A node that cannot renew stops leading once its lease may have expired (it checks
-///   its own deadline; it does not wait for etcd to tell it).
-/// - Leadership: the first node to create `leader` (a transaction that requires it to be absent) leads.
-///   When the key goes (the leader's lease expired or was revoked), every node's watch sees it and each
-///   tries again at once.
-/// - Claims: the leader runs a fire only after a transaction that requires `leader` to be still the one it
-///   created and `claims/JOB` to be as it last saw it, and writes the fire's instant there. A node that lost
-///   its leadership (paused, partitioned) cannot win a claim, so no fire runs twice. Fires by an upstream's
-///   run (`after=`) are claimed the same way in `triggers/JOB`, so that `claims/JOB` stays the last instant
-///   of the job's own schedule, which a new leader goes on from.
-/// - The shared jobs (`jobs/NAME`), the mode and finished runs reach every node through one watch of the
-///   whole prefix.
+/// - A lease of `lease_ttl`, renewed every third of it, holds `members/NODE` (who is alive, with the
+///   node's tags and the shared config jobs it declares). A node that cannot renew leaves the cluster
+///   once its lease may have expired (it checks its own deadline; it does not wait for etcd to tell it).
+/// - Every node watches the members, and the engine places each shared job on one of them (`Placement`:
+///   rendezvous hashing over the members that may run it). When a member joins or leaves, every node
+///   sees the same change and only the jobs whose owner changed move.
+/// - Claims: the owner runs a fire only after a transaction that requires its own `members/NODE` to be
+///   the one it created under its live lease and `claims/JOB` to be as it last saw it, and writes the
+///   fire's instant there; an instant at or before the one in `claims/JOB` is never claimed again, so a
+///   stale owner (paused, partitioned, or not yet told of a change) cannot run a fire twice. Claims of
+///   different jobs due together go in one transaction. Fires by an upstream's run (`after=`) are claimed
+///   the same way in `triggers/JOB`, so that `claims/JOB` stays the last instant of the job's own
+///   schedule, which a new owner goes on from.
+/// - The shared jobs (`jobs/NAME`), the members, the claims, the mode and finished runs reach every node
+///   through one watch of the whole prefix.
 ///
-/// Blocking etcd calls happen on this class's own queues (session, claims, writes) and its watch queue,
-/// never on the registry's.
+/// Blocking etcd calls happen on this class's own queues (session, claims, runs, writes) and its watch
+/// queue, never on the registry's.
 final class ClusterNode: ClusterGate, @unchecked Sendable {
     let node: String
     let settings: ClusterSettings
@@ -35,28 +37,44 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
 
     private let sessionQueue = DispatchQueue(label: "timerd.cluster.session")
     private let claimQueue = DispatchQueue(label: "timerd.cluster.claims")
+    private let publishQueue = DispatchQueue(label: "timerd.cluster.runs")
     private let writeQueue = DispatchQueue(label: "timerd.cluster.writes")
     private let watchQueue = DispatchQueue(label: "timerd.cluster.watch")
     private let deadlineQueue = DispatchQueue(label: "timerd.cluster.deadline")
     private let sessionTimer: any DispatchSourceTimer
     private let deadlineTimer: any DispatchSourceTimer
 
+    /// A fire waiting for its claim.
+    private struct PendingClaim {
+        var key: String
+        var at: Int64
+        var done: @Sendable (ClaimOutcome) -> Void
+    }
+
+    /// A finished run waiting to be published.
+    private struct PendingRun {
+        var key: String
+        var value: [UInt8]
+        var job: JobName
+        var run: Int
+    }
+
     private struct State {
         var role = ClusterRole.connecting
         var lease: Int64 = 0
         /// When the lease may have expired (its last renewal's send time + TTL).
         var leaseDeadline = MonoInstant.zero
-        /// The create revision of `leader` while this node holds it (0: it does not).
-        var leaderRevision: Int64 = 0
-        var leader: String?
+        /// The create revision of `members/NODE` under the current lease (0: not a member now). Claims
+        /// require it unchanged: the key goes with the lease.
+        var memberRevision: Int64 = 0
         var problem: String?
         /// The revision the watch continues from.
         var watchRevision: Int64 = 0
         var synced = false
         var watching = false
         var watchStop: WatchStop?
-        /// The leader's view of each claim key (`claims/JOB`, `triggers/JOB`): its mod revision and
-        /// instant (ns).
+        /// Each claim key's (`claims/JOB`, `triggers/JOB`) mod revision and instant (ns), from the watch
+        /// and this node's own claims.
         var claimRevisions: [String: Int64] = [:]
         var lastClaimed: [String: Int64] = [:]
         var stopped = false
@@ -64,10 +82,23 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
         /// revision of the last write.
         var memberRecord: [UInt8] = []
         var heartbeat: Int64 = 0
+        /// The live members as etcd has them (`members/`), by name.
+        var members: [String: MemberRecord] = [:]
+        /// The shared config jobs this node declares (in its `members/NODE`).
+        var configJobs: [String] = []
+        /// Fires waiting for their claim, and whether a batch is being claimed.
+        var pendingClaims: [PendingClaim] = []
+        var claiming = false
+        /// Finished runs waiting to be published, and whether a batch is being written.
+        var pendingRuns: [PendingRun] = []
+        var publishing = false
+        /// Claim transactions made, fires claimed in them, their last round trips (ms).
+        var claimTransactions = 0
+        var claimFires = 0
+        var claimRoundTrips: [Double] = []
     }
     private let state = Locked(State())
 
-    private var leaderKey: String { settings.prefix + "leader" }
     private var modeKey: String { settings.prefix + "mode" }
     private var memberKey: String { settings.prefix + "members/" + node }
     private func jobKey(_ name: String) -> String { settings.prefix + "jobs/" + name }
@@ -103,8 +134,8 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
         deadlineTimer.activate()
     }
 
-    /// Leaves the cluster: stops renewing and revokes the lease, so another node leads at once instead
-    /// of after `lease_ttl`. Blocks for at most a request timeout or so.
+    /// Leaves the cluster: stops renewing and revokes the lease, so the other members take this node's
+    /// jobs over at once instead of after `lease_ttl`. Blocks for at most a request timeout or so.
     func stop() {
         let lease = state.withLock { state -> Int64 in
             state.stopped = true
@@ -115,14 +146,43 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
             sessionTimer.cancel()
             deadlineTimer.cancel()
             guard lease != 0 else { return }
-            stepDown(.unavailable, reason: "timerd is stopping")
+            leave(.unavailable, reason: "timerd is stopping")
             do {
                 try client.revoke(lease)
-                log.info("cluster: lease revoked; another node can lead now")
+                log.info("cluster: lease revoked; the other members take this node's jobs over now")
             } catch {
-                log.warning("cluster: could not revoke the lease (\(error)); another node leads after lease_ttl")
+                log.warning("cluster: could not revoke the lease (\(error)); the other members take this node's jobs over after lease_ttl")
             }
         }
+    }
+
+    /// The shared config jobs (`cluster = yes`) this node's config declares: written to `members/NODE`
+    /// (now, if the node is in the cluster), since only members that declare a config job may run it.
+    func declare(configJobs: [String]) {
+        let changed = state.withLock { state -> Bool in
+            guard state.configJobs != configJobs else { return false }
+            state.configJobs = configJobs
+            return true
+        }
+        guard changed else { return }
+        sessionQueue.async { [self] in
+            let lease = state.withLock { $0.lease }
+            guard lease != 0 else { return }
+            let bytes = memberRecord()
+            if let revision = try? client.put(memberKey, bytes, lease: lease) {
+                state.withLock {
+                    $0.memberRecord = bytes
+                    $0.heartbeat = revision
+                }
+            }
+        }
+    }
+
+    private func memberRecord() -> [UInt8] {
+        let jobs = state.withLock { $0.configJobs }
+        let record = MemberRecord(since: clock.wallNow.nanosecondsSinceEpoch, pid: Int(CurrentProcess.id), version: ControlHandler.version,
+                                  tags: settings.tags, config_jobs: jobs)
+        return Array(Payload.encode(record).utf8)
     }
 
     // MARK: - Session (on sessionQueue)
@@ -134,12 +194,14 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
         if lease == 0 {
             do {
                 let granted = try client.grantLease(ttl: ttlSeconds)
-                let record = MemberRecord(since: clock.wallNow.nanosecondsSinceEpoch, pid: Int(CurrentProcess.id), version: ControlHandler.version)
-                let bytes = Array(Payload.encode(record).utf8)
+                let bytes = memberRecord()
                 let revision = try client.put(memberKey, bytes, lease: granted.id)
+                // The key is new with the lease (the old lease's went with it); read its create revision.
+                let created = try client.get(memberKey).kvs.first?.createRevision ?? revision
                 state.withLock {
                     $0.lease = granted.id
                     $0.leaseDeadline = sent + .seconds(granted.ttl)
+                    $0.memberRevision = created
                     $0.memberRecord = bytes
                     $0.heartbeat = revision
                 }
@@ -158,8 +220,11 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
                 checkWatch(lease: lease)
             } catch .leaseNotFound {
                 log.warning("cluster: lease \(Self.hex(lease)) expired (this node did not renew it in time, or etcd lost it); joining again")
-                stepDown(.follower, reason: "its lease expired")
-                state.withLock { $0.lease = 0 }
+                leave(.connecting, reason: "its lease expired")
+                state.withLock {
+                    $0.lease = 0
+                    $0.memberRevision = 0
+                }
                 return sessionTick()
             } catch {
                 unreachable(error)
@@ -167,7 +232,6 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
             }
         }
         armDeadline()
-        if state.withLock({ $0.role != .leader }) { campaign() }
     }
 
     /// Whether the watch still delivers: it must have seen the previous renewal's write of this node's
@@ -187,29 +251,28 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
         }
     }
 
-    /// etcd answered: leave `connecting`/`unavailable` if the node was there.
+    /// etcd answered and this node holds a lease: it is a member (again) if it was not.
     private func connected(_ detail: String) {
-        let (previous, problem) = state.withLock { state -> (ClusterRole, String?) in
-            let previous = state.role
-            let problem = state.problem
+        var previous = ClusterRole.connecting
+        var problem: String?
+        transition { state in
+            previous = state.role
+            problem = state.problem
             state.problem = nil
-            if state.role == .connecting || state.role == .unavailable { state.role = .follower }
-            return (previous, problem)
+            guard state.role != .member, state.memberRevision != 0 else { return nil }
+            state.role = .member
+            return view(state, reason: "this node joined the cluster")
         }
-        if previous == .connecting || previous == .unavailable {
+        if previous != .member {
             log.notice("cluster: connected to etcd (\(detail))" + (problem.map { "; it was unavailable: \($0)" } ?? ""))
-            transition { state in
-                guard state.role == .follower else { return nil }
-                let leader = state.leader
-                return { $0.notLeading(role: .follower, leader: leader, reason: "reconnected") }
-            }
         } else {
             log.debug("cluster: \(detail)")
         }
     }
 
-    /// etcd did not answer (or has no quorum). A follower says so at once; a leader keeps its role until
-    /// its lease may have expired (`deadlinePassed`), and its claims fail meanwhile anyway.
+    /// etcd did not answer (or has no quorum). A node that is not a member says so at once; a member keeps
+    /// its jobs until its lease may have expired (`deadlinePassed`): the other members cannot take them
+    /// before, and its claims fail meanwhile if etcd is really gone.
     private func unreachable(_ error: EtcdError) {
         let message = Self.describe(error)
         var previous = ClusterRole.connecting
@@ -218,9 +281,9 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
             previous = state.role
             hadProblem = state.problem != nil
             state.problem = message
-            guard state.role != .leader, state.role != .unavailable else { return nil }
+            guard state.role == .connecting else { return nil }
             state.role = .unavailable
-            return { $0.notLeading(role: .unavailable, leader: nil, reason: "etcd is unavailable") }
+            return view(state, reason: "etcd is unavailable")
         }
         if !hadProblem || previous == .connecting {
             log.error("cluster: etcd is unavailable: \(message); shared jobs cannot be changed, and start on no node that cannot reach etcd")
@@ -235,6 +298,22 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
         }
     }
 
+    /// The registry's update for the cluster as `state` has it: this node's role, the live members, and
+    /// the last instant claimed for each job's schedule.
+    private func view(_ state: State, reason: String) -> @Sendable (isolated Registry) -> Void {
+        let role = state.role
+        let members = state.members.map { name, record in
+            ClusterMember(name: name, tags: record.tags, configJobs: Set(record.config_jobs))
+        }.sorted { $0.name < $1.name }
+        let base = settings.prefix + "claims/"
+        var claims: [String: WallTime] = [:]
+        for (key, at) in state.lastClaimed where key.hasPrefix(base) {
+            claims[String(key.dropFirst(base.count))] = WallTime(nanosecondsSinceEpoch: at)
+        }
+        let claimed = claims
+        return { $0.applyClusterView(role: role, members: members, claims: claimed, reason: reason) }
+    }
+
     private func armDeadline() {
         let deadline = state.withLock { $0.leaseDeadline }
         deadlineTimer.schedule(deadline: DispatchTime(uptimeNanoseconds: deadline.nanosecondsSinceBoot), repeating: .never, leeway: .milliseconds(5))
@@ -247,92 +326,31 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
             return true
         }
         guard expired else { return }
-        log.warning("cluster: no lease renewal got through for lease_ttl; this node stops leading")
-        stepDown(.unavailable, reason: "its lease may have expired")
+        log.warning("cluster: no lease renewal got through for lease_ttl; this node runs no shared job until it is back")
+        leave(.unavailable, reason: "its lease may have expired")
     }
 
-    /// Tries to become the leader (on sessionQueue).
-    private func campaign() {
-        let lease = state.withLock { $0.lease }
-        guard lease != 0 else { return }
-        do {
-            let result = try client.txn(
-                compare: [.createRevision(leaderKey, equals: 0)],
-                success: [.put(leaderKey, value: Array(node.utf8), lease: lease)],
-                failure: [.get(leaderKey)])
-            if result.succeeded {
-                try lead(revision: result.revision)
-            } else if let current = result.ranges.first?.first {
-                if current.lease == lease {
-                    try lead(revision: current.createRevision)  // an earlier attempt of ours won
-                } else {
-                    noteLeader(current.valueString)
-                }
-            }
-        } catch {
-            log.debug("cluster: campaign failed: \(error)")
-        }
-    }
-
-    /// This node created `leader` at `revision`: read the claims and take the shared jobs over.
-    private func lead(revision: Int64) throws(EtcdError) {
-        var claims: [String: WallTime] = [:]
-        var revisions: [String: Int64] = [:]
-        var last: [String: Int64] = [:]
-        for folder in ["claims/", "triggers/"] {
-            let base = settings.prefix + folder
-            for kv in try client.get(base, prefix: true).0 {
-                revisions[kv.key] = kv.modRevision
-                guard let record = try? Payload.decode(ClaimRecord.self, from: kv.valueString) else { continue }
-                last[kv.key] = record.at
-                // Where each job's own schedule goes on from.
-                if folder == "claims/" { claims[String(kv.key.dropFirst(base.count))] = WallTime(nanosecondsSinceEpoch: record.at) }
-            }
-        }
-        let claimed = claims
+    /// This node is not a member any more (its lease is gone or may be): it runs no shared job.
+    private func leave(_ role: ClusterRole, reason: String) {
         transition { state in
-            state.leaderRevision = revision
-            state.role = .leader
-            state.leader = node
-            state.claimRevisions = revisions
-            state.lastClaimed = last
-            return { $0.becomeLeader(claims: claimed) }
-        }
-        log.notice("cluster: this node leads (leader key at revision \(revision)); \(claims.count.counted("job")) \(claims.count == 1 ? "has" : "have") claimed fires")
-    }
-
-    private func stepDown(_ role: ClusterRole, reason: String) {
-        transition { state in
-            let wasLeader = state.role == .leader
+            let wasMember = state.role == .member
             state.role = role
-            state.leaderRevision = 0
-            if wasLeader { state.leader = nil }
-            guard wasLeader || role == .unavailable else { return nil }
-            let leader = state.leader
-            return { $0.notLeading(role: role, leader: leader, reason: reason) }
+            guard wasMember || role == .unavailable else { return nil }
+            return view(state, reason: reason)
         }
-    }
-
-    private func noteLeader(_ leader: String?) {
-        var changed = false
-        transition { state in
-            guard state.leader != leader else { return nil }
-            state.leader = leader
-            changed = true
-            return { $0.setLeader(leader) }
-        }
-        if changed, let leader { log.info("cluster: node \(leader) leads") }
     }
 
     // MARK: - The shared state (initial read and watch)
 
-    /// Reads everything under the prefix and hands the shared jobs and mode to the registry; the watch
-    /// continues from there.
+    /// Reads everything under the prefix and hands the shared jobs, the members and the mode to the
+    /// registry; the watch continues from there.
     private func resync() throws(EtcdError) {
         let (kvs, revision) = try client.get(settings.prefix, prefix: true)
         var records: [(name: JobName, record: SharedJobRecord, revision: Int64)] = []
         var mode: String?
-        var leader: String?
+        var members: [String: MemberRecord] = [:]
+        var claimRevisions: [String: Int64] = [:]
+        var lastClaimed: [String: Int64] = [:]
         for kv in kvs {
             switch parse(kv.key) {
             case .job(let name):
@@ -342,18 +360,25 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
                     log.error("cluster: \(kv.key) does not hold a job record; ignored")
                 }
             case .mode: mode = kv.valueString
-            case .leader: leader = kv.valueString
+            case .member(let name):
+                if let record = try? Payload.decode(MemberRecord.self, from: kv.valueString) { members[name] = record }
+            case .claim:
+                claimRevisions[kv.key] = kv.modRevision
+                if let record = try? Payload.decode(ClaimRecord.self, from: kv.valueString) { lastClaimed[kv.key] = record.at }
             default: break
             }
         }
-        state.withLock {
-            $0.watchRevision = revision + 1
-            $0.synced = true
-        }
-        log.info("cluster: \(records.count.counted("shared job")) in etcd at revision \(revision)")
+        log.info("cluster: \(records.count.counted("shared job")) and \(members.count.counted("live member")) in etcd at revision \(revision)")
         let (jobs, clusterMode) = (records, mode)
-        registry.enqueue { $0.syncSharedJobs(jobs, mode: clusterMode) }
-        noteLeader(leader)
+        transition { state in
+            state.watchRevision = revision + 1
+            state.synced = true
+            state.members = members
+            state.claimRevisions = claimRevisions
+            state.lastClaimed = lastClaimed
+            registry.enqueue { $0.syncSharedJobs(jobs, mode: clusterMode) }
+            return view(state, reason: "read the cluster from etcd")
+        }
         startWatching()
     }
 
@@ -402,27 +427,41 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
     }
 
     private enum Key {
-        case job(JobName), claim(String), run(JobName), member(String), leader, mode, other
+        case job(JobName), claim, run(JobName), member(String), mode, other
     }
 
     private func parse(_ key: String) -> Key {
         guard key.hasPrefix(settings.prefix) else { return .other }
-        let rest = String(key.dropFirst(settings.prefix.count))
-        if rest == "leader" { return .leader }
-        if rest == "mode" { return .mode }
-        for (folder, make) in [("jobs/", { (name: String) -> Key in (try? JobName(name)).map(Key.job) ?? .other }),
-                               ("runs/", { (name: String) -> Key in (try? JobName(name)).map(Key.run) ?? .other }),
-                               ("claims/", { Key.claim($0) }), ("members/", { Key.member($0) })]
-            where rest.hasPrefix(folder) {
-            return make(String(rest.dropFirst(folder.count)))
+        let rest = key.utf8.dropFirst(settings.prefix.utf8.count)
+        func after(_ folder: String) -> String? {
+            rest.starts(with: folder.utf8) ? String(Substring(rest.dropFirst(folder.utf8.count))) : nil
         }
+        if let name = after("claims/") ?? after("triggers/") { return name.isEmpty ? .other : .claim }
+        if let name = after("runs/") { return (try? JobName(name)).map(Key.run) ?? .other }
+        if let name = after("jobs/") { return (try? JobName(name)).map(Key.job) ?? .other }
+        if let name = after("members/") { return .member(name) }
+        if String(Substring(rest)) == "mode" { return .mode }
         return .other
     }
 
     private func handle(_ events: [EtcdEvent]) {
+        var membersChanged = false
         for event in events {
             let kv = event.kv
             switch (parse(kv.key), event.kind) {
+            case (.claim, .put):
+                // Other owners' claims (and this node's own): where a job goes on from if this node takes
+                // it over, and what a claim compares against.
+                let at = try? Payload.decode(ClaimRecord.self, from: kv.valueString).at
+                state.withLock { state in
+                    state.claimRevisions[kv.key] = max(state.claimRevisions[kv.key] ?? 0, kv.modRevision)
+                    if let at { state.lastClaimed[kv.key] = max(state.lastClaimed[kv.key] ?? at, at) }
+                }
+            case (.claim, .delete):
+                state.withLock { state in
+                    state.claimRevisions[kv.key] = nil
+                    state.lastClaimed[kv.key] = nil
+                }
             case (.job(let name), .put):
                 guard let record = try? Payload.decode(SharedJobRecord.self, from: kv.valueString) else {
                     log.error("cluster: \(kv.key) does not hold a job record; ignored")
@@ -437,87 +476,192 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
                 let mode = kv.valueString
                 registry.enqueue { $0.applyClusterMode(mode) }
             case (.run(let name), .put):
-                if let record = try? Payload.decode(SharedRunRecord.self, from: kv.valueString) {
+                if let record = try? Payload.decode(SharedRunRecord.self, from: kv.valueString), record.node != node {
                     registry.enqueue { $0.noteRemoteRun(name, record) }
                 }
-            case (.leader, .put):
-                let mine = state.withLock { $0.leaderRevision != 0 && $0.leaderRevision == kv.createRevision }
-                if !mine {
-                    if state.withLock({ $0.role == .leader }) { stepDown(.follower, reason: "node \(kv.valueString) holds the leader key") }
-                    noteLeader(kv.valueString)
+            case (.member(let name), .put):
+                // Renewals rewrite the record with the same content: only a new member or new tags or
+                // config jobs change the placement.
+                guard let record = try? Payload.decode(MemberRecord.self, from: kv.valueString) else { continue }
+                let changed = state.withLock { state -> Bool in
+                    let old = state.members[name]
+                    state.members[name] = record
+                    return old == nil || old!.tags != record.tags || old!.config_jobs != record.config_jobs
                 }
-            case (.leader, .delete):
-                let wasMine = state.withLock { $0.leaderRevision != 0 }
-                if wasMine { stepDown(.follower, reason: "the leader key was deleted (lease expired or revoked)") }
-                noteLeader(nil)
-                // Every node tries at once; the first transaction wins.
-                sessionQueue.async { [self] in if state.withLock({ $0.role != .leader && !$0.stopped }) { campaign() } }
+                if changed {
+                    membersChanged = true
+                    log.info("cluster: member \(name) joined or changed" + (record.tags.isEmpty ? "" : " (tags \(record.tags.joined(separator: ", ")))"))
+                }
+            case (.member(let name), .delete):
+                if state.withLock({ $0.members.removeValue(forKey: name) }) != nil {
+                    membersChanged = true
+                    log.info("cluster: member \(name) left (its lease expired or was revoked)")
+                }
             default:
                 break
             }
         }
+        if membersChanged { transition { view($0, reason: "the members changed") } }
     }
 
     // MARK: - Claims (ClusterGate)
 
+    /// The most claims in one transaction: each is a compare and a put, with this node's member key's
+    /// compare besides, and etcd takes at most 128 operations per branch (`--max-txn-ops`).
+    static let maxClaimsPerTransaction = 100
+
+    /// Claims the fire at `instant`. Claims that arrive while a transaction is out go together in the
+    /// next: no waiting when fires are few, one round trip for many when they are many.
     func claim(_ job: JobName, at instant: WallTime, triggered: Bool, done: @escaping @Sendable (ClaimOutcome) -> Void) {
         let key = triggered ? triggerKey(job.rawValue) : claimKey(job.rawValue)
-        claimQueue.async { [self] in done(decideClaim(key, at: instant.nanosecondsSinceEpoch)) }
+        let pending = PendingClaim(key: key, at: instant.nanosecondsSinceEpoch, done: done)
+        let start = state.withLock { state -> Bool in
+            state.pendingClaims.append(pending)
+            guard !state.claiming else { return false }
+            state.claiming = true
+            return true
+        }
+        if start { claimQueue.async { [self] in drainClaims() } }
     }
 
-    /// Claims the fire at `at` (ns) under `key` (`claims/JOB` or `triggers/JOB`).
-    private func decideClaim(_ key: String, at: Int64) -> ClaimOutcome {
-        // Only what the claim needs (a copy of the whole state would copy its dictionaries on the next write).
-        let snapshot = state.withLock { (role: $0.role, leaderRevision: $0.leaderRevision, leaseDeadline: $0.leaseDeadline, last: $0.lastClaimed[key]) }
-        guard snapshot.role == .leader, snapshot.leaderRevision != 0 else { return .lost("this node does not lead the cluster") }
-        guard clock.monotonicNow < snapshot.leaseDeadline else {
-            return .lost("this node's lease may have expired (no renewal got through for lease_ttl)")
+    /// On claimQueue: claims what is waiting, a batch at a time (distinct keys: etcd refuses two puts of
+    /// one key in a transaction; a second fire of a job waits for the next batch).
+    private func drainClaims() {
+        while true {
+            let batch = state.withLock { state -> [PendingClaim] in
+                guard !state.pendingClaims.isEmpty else {
+                    state.claiming = false
+                    return []
+                }
+                var keys = Set<String>()
+                var taken: [PendingClaim] = []
+                var rest: [PendingClaim] = []
+                for claim in state.pendingClaims {
+                    if taken.count < Self.maxClaimsPerTransaction, keys.insert(claim.key).inserted { taken.append(claim) } else { rest.append(claim) }
+                }
+                state.pendingClaims = rest
+                return taken
+            }
+            guard !batch.isEmpty else { return }
+            for (claim, outcome) in decideClaims(batch) { claim.done(outcome) }
         }
-        let when = RFC3339.format(WallTime(nanosecondsSinceEpoch: at))
-        if let last = snapshot.last, at <= last { return .lost("its fire at \(when) was already claimed") }
-        let value = Array(Payload.encode(ClaimRecord(at: at, node: node)).utf8)
-        for _ in 0..<3 {
-            let known = state.withLock { $0.claimRevisions[key] ?? 0 }
+    }
+
+    /// Claims each fire under its key (`claims/JOB` or `triggers/JOB`), in one transaction while none of
+    /// them changed meanwhile; a fire already claimed (by this node or another) is lost, the others are
+    /// tried again.
+    private func decideClaims(_ batch: [PendingClaim]) -> [(PendingClaim, ClaimOutcome)] {
+        let snapshot = state.withLock { (role: $0.role, member: $0.memberRevision, leaseDeadline: $0.leaseDeadline) }
+        guard snapshot.role == .member, snapshot.member != 0 else {
+            return batch.map { ($0, .lost("this node is not a live member of the cluster")) }
+        }
+        guard clock.monotonicNow < snapshot.leaseDeadline else {
+            return batch.map { ($0, .lost("this node's lease may have expired (no renewal got through for lease_ttl)")) }
+        }
+        var decided: [(PendingClaim, ClaimOutcome)] = []
+        func lost(_ claim: PendingClaim, by node: String?) {
+            let when = RFC3339.format(WallTime(nanosecondsSinceEpoch: claim.at))
+            decided.append((claim, .lost(node.map { "node \($0) already claimed its fire at \(when)" } ?? "its fire at \(when) was already claimed")))
+        }
+        var open: [PendingClaim] = []
+        let last = state.withLock { state in batch.map { state.lastClaimed[$0.key] } }
+        for (claim, last) in zip(batch, last) {
+            if let last, claim.at <= last { lost(claim, by: nil) } else { open.append(claim) }
+        }
+        for _ in 0..<3 where !open.isEmpty {
+            let known = state.withLock { state in open.map { state.claimRevisions[$0.key] ?? 0 } }
+            let values = open.map { Array(Payload.encode(ClaimRecord(at: $0.at, node: node)).utf8) }
+            let started = clock.monotonicNow
             let result: EtcdTxnResult
             do {
                 result = try client.txn(
-                    compare: [.createRevision(leaderKey, equals: snapshot.leaderRevision), .modRevision(key, equals: known)],
-                    success: [.put(key, value: value)],
-                    failure: [.get(leaderKey), .get(key)])
+                    compare: [.createRevision(memberKey, equals: snapshot.member)] + zip(open, known).map { .modRevision($0.key, equals: $1) },
+                    success: zip(open, values).map { .put($0.key, value: $1) },
+                    failure: [.get(memberKey)] + open.map { .get($0.key) })
             } catch {
-                return .lost("cannot claim it in etcd: \(Self.describe(error))")
+                let reason = "cannot claim it in etcd: \(Self.describe(error))"
+                return decided + open.map { ($0, .lost(reason)) }
+            }
+            let milliseconds = Double((clock.monotonicNow - started).nanoseconds) / 1_000_000
+            state.withLock { state in
+                state.claimTransactions += 1
+                state.claimFires += open.count
+                if state.claimRoundTrips.count >= 1_024 { state.claimRoundTrips.removeFirst(state.claimRoundTrips.count - 1_023) }
+                state.claimRoundTrips.append(milliseconds)
             }
             if result.succeeded {
-                state.withLock {
-                    $0.claimRevisions[key] = result.revision
-                    $0.lastClaimed[key] = at
+                state.withLock { state in
+                    for claim in open {
+                        state.claimRevisions[claim.key] = max(state.claimRevisions[claim.key] ?? 0, result.revision)
+                        state.lastClaimed[claim.key] = max(state.lastClaimed[claim.key] ?? claim.at, claim.at)
+                    }
                 }
-                return .won
+                return decided + open.map { ($0, .won) }
             }
-            let leader = result.ranges.first?.first
-            if leader?.createRevision != snapshot.leaderRevision {
-                stepDown(.follower, reason: "node \(leader?.valueString ?? "(none)") holds the leader key now")
-                return .lost("this node no longer leads the cluster")
+            guard result.ranges.first?.first?.createRevision == snapshot.member else {
+                leave(.unavailable, reason: "its member key is gone (its lease expired)")
+                return decided + open.map { ($0, .lost("this node is no longer a live member of the cluster")) }
             }
-            let current = result.ranges.count > 1 ? result.ranges[1].first : nil
-            let record = current.flatMap { try? Payload.decode(ClaimRecord.self, from: $0.valueString) }
-            state.withLock {
-                $0.claimRevisions[key] = current?.modRevision ?? 0
-                if let record { $0.lastClaimed[key] = max($0.lastClaimed[key] ?? record.at, record.at) }
+            var still: [PendingClaim] = []
+            for (index, claim) in open.enumerated() {
+                let current = result.ranges.count > index + 1 ? result.ranges[index + 1].first : nil
+                let record = current.flatMap { try? Payload.decode(ClaimRecord.self, from: $0.valueString) }
+                state.withLock { state in
+                    state.claimRevisions[claim.key] = current?.modRevision ?? 0
+                    if let record { state.lastClaimed[claim.key] = max(state.lastClaimed[claim.key] ?? record.at, record.at) }
+                }
+                if let record, record.at >= claim.at { lost(claim, by: record.node) } else { still.append(claim) }
             }
-            if let record, record.at >= at { return .lost("node \(record.node) already claimed its fire at \(when)") }
+            open = still
         }
-        return .lost("its claim kept changing in etcd")
+        return decided + open.map { ($0, .lost("its claim kept changing in etcd")) }
     }
 
+    /// The claims this node made, for `CLUSTER` (nil before the first).
+    func claimStats() -> ClusterInfo.ClaimStats? {
+        let (transactions, fires, samples) = state.withLock { ($0.claimTransactions, $0.claimFires, $0.claimRoundTrips) }
+        guard transactions > 0 else { return nil }
+        let sorted = samples.sorted()
+        func rank(_ p: Double) -> Double { sorted[max(0, min(sorted.count - 1, Int((p * Double(sorted.count)).rounded(.up)) - 1))] }
+        return ClusterInfo.ClaimStats(transactions: transactions, fires: fires, p50_ms: rank(0.5), p99_ms: rank(0.99))
+    }
+
+    /// Publishes a finished run under `runs/JOB`; runs finishing together go in one transaction.
     func publishRun(_ job: JobName, _ record: SharedRunRecord) {
-        let key = runKey(job.rawValue)
-        let value = Array(Payload.encode(record).utf8)
-        claimQueue.async { [self] in
+        let pending = PendingRun(key: runKey(job.rawValue), value: Array(Payload.encode(record).utf8), job: job, run: record.run)
+        let start = state.withLock { state -> Bool in
+            state.pendingRuns.append(pending)
+            guard !state.publishing else { return false }
+            state.publishing = true
+            return true
+        }
+        if start { publishQueue.async { [self] in drainRuns() } }
+    }
+
+    /// On publishQueue: writes what is waiting, a batch of distinct keys at a time.
+    private func drainRuns() {
+        while true {
+            let batch = state.withLock { state -> [PendingRun] in
+                guard !state.pendingRuns.isEmpty else {
+                    state.publishing = false
+                    return []
+                }
+                var keys = Set<String>()
+                var taken: [PendingRun] = []
+                var rest: [PendingRun] = []
+                for run in state.pendingRuns {
+                    if taken.count < Self.maxClaimsPerTransaction, keys.insert(run.key).inserted { taken.append(run) } else { rest.append(run) }
+                }
+                state.pendingRuns = rest
+                return taken
+            }
+            guard !batch.isEmpty else { return }
             do throws(EtcdError) {
-                _ = try client.put(key, value)
+                _ = try client.txn(compare: [], success: batch.map { .put($0.key, value: $0.value) })
             } catch {
-                log.warning(job: job.rawValue, "cluster: cannot publish run \(record.run) to the other nodes: \(Self.describe(error))")
+                for run in batch {
+                    log.warning(job: run.job.rawValue, "cluster: cannot publish run \(run.run) to the other nodes: \(Self.describe(error))")
+                }
             }
         }
     }
@@ -639,39 +783,34 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
         _ = try await write { client throws(EtcdError) in try client.put(key, Array(mode.utf8)) }
     }
 
-    /// `CLUSTER`: the members, the leader, this node's lease, and each etcd endpoint's health.
-    func info(sharedJobs: Int) async -> ClusterInfo {
+    /// `CLUSTER`: the live members with their tags and how many shared jobs each runs (`owned`, as this
+    /// node places them), this node's lease and claims, and each etcd endpoint's health.
+    func info(sharedJobs: Int, owned: [String: Int], waiting: Int) async -> ClusterInfo {
         let client = self.client
-        let snapshot = state.withLock { (role: $0.role, leader: $0.leader, problem: $0.problem, lease: $0.lease, leaseDeadline: $0.leaseDeadline) }
-        let prefix = settings.prefix
-        let (members, endpoints) = await withCheckedContinuation { (continuation: CheckedContinuation<([ClusterInfo.Member], [ClusterInfo.Endpoint]), Never>) in
+        let snapshot = state.withLock { (role: $0.role, problem: $0.problem, lease: $0.lease, leaseDeadline: $0.leaseDeadline, members: $0.members) }
+        let endpoints = await withCheckedContinuation { (continuation: CheckedContinuation<[ClusterInfo.Endpoint], Never>) in
             writeQueue.async {
-                var members: [ClusterInfo.Member] = []
-                if let (kvs, _) = try? client.get(prefix + "members/", prefix: true) {
-                    for kv in kvs {
-                        let record = try? Payload.decode(MemberRecord.self, from: kv.valueString)
-                        members.append(ClusterInfo.Member(
-                            name: String(kv.key.dropFirst((prefix + "members/").count)),
-                            since: record.map { RFC3339.format(WallTime(nanosecondsSinceEpoch: $0.since)) }, pid: record?.pid))
-                    }
-                }
                 let names = Dictionary((try? client.members())?.map { ($0.id, $0.name) } ?? [], uniquingKeysWith: { first, _ in first })
-                let endpoints = client.status().map { status in
+                continuation.resume(returning: client.status().map { status in
                     ClusterInfo.Endpoint(
                         url: status.endpoint, healthy: status.healthy, member: status.healthy ? names[status.memberID] : nil,
                         version: status.healthy ? status.version : nil,
                         is_leader: status.healthy && status.leaderID != 0 && status.leaderID == status.memberID,
                         error: status.error.map { $0.hasPrefix("etcd unavailable: ") ? String($0.dropFirst(18)) : $0 })
-                }
-                continuation.resume(returning: (members.sorted { $0.name < $1.name }, endpoints))
+                })
             }
         }
+        let members = snapshot.members.map { name, record in
+            ClusterInfo.Member(name: name, since: RFC3339.format(WallTime(nanosecondsSinceEpoch: record.since)), pid: record.pid,
+                               tags: record.tags, jobs: owned[name] ?? 0)
+        }.sorted { $0.name < $1.name }
         let remaining: Double? = snapshot.lease == 0 ? nil
             : max(0, Double((snapshot.leaseDeadline - clock.monotonicNow).nanoseconds) / 1e9)
         return ClusterInfo(
-            node: node, role: snapshot.role.rawValue, leader: snapshot.leader, problem: snapshot.problem,
+            node: node, role: snapshot.role.rawValue, tags: settings.tags, problem: snapshot.problem,
             lease: snapshot.lease == 0 ? nil : Self.hex(snapshot.lease), lease_ttl: Int(ttlSeconds),
-            lease_remaining: remaining, members: members, shared_jobs: sharedJobs, prefix: prefix, etcd: endpoints)
+            lease_remaining: remaining, members: members, shared_jobs: sharedJobs, waiting_jobs: waiting, claims: claimStats(),
+            prefix: settings.prefix, etcd: endpoints)
     }
 
     // MARK: - Helpers
@@ -684,4 +823,9 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
         default: return error.description
         }
     }
+}
+
+extension ClusterSettings {
+    /// Placeholder until `[cluster] tags` is read (issue24-runon).
+    var tags: [String] { [] }
 }

@@ -214,7 +214,8 @@ struct ControlHandler: Sendable {
             guard let cluster else {
                 throw TimerdError(.badArgument, "timerd is not in cluster mode: its config has no [cluster] section (docs/cluster.md)")
             }
-            return .ok(Payload.encode(await cluster.info(sharedJobs: await registry.sharedJobCount())))
+            let placement = await registry.placement()
+            return .ok(Payload.encode(await cluster.info(sharedJobs: await registry.sharedJobCount(), owned: placement.owned, waiting: placement.waiting)))
         case .reload:
             try adminOnly(client, "reload the config (RELOAD)")
             return .ok(Payload.encode(try await reload()))

@@ -15,6 +15,9 @@ protocol ClusterGate: AnyObject, Sendable {
     func claim(_ job: JobName, at instant: WallTime, triggered: Bool, done: @escaping @Sendable (ClaimOutcome) -> Void)
     /// Tells the other nodes about a finished run of a shared job (for their history and `show`).
     func publishRun(_ job: JobName, _ record: SharedRunRecord)
+    /// The shared config jobs (`cluster = yes`) this node's config declares (only members that declare
+    /// one may run it).
+    func declare(configJobs: [String])
 }
 
 enum ClaimOutcome: Sendable, Equatable {
@@ -22,10 +25,10 @@ enum ClaimOutcome: Sendable, Equatable {
     case lost(String)
 }
 
-/// Cluster mode (`docs/cluster.md`): shared jobs live in etcd and run on the leader only, each scheduled
-/// fire after the leader won it with an etcd transaction. The `ClusterNode` keeps the session with etcd
-/// and calls in here; everything it reports becomes an engine input (role, claims, the shared job set,
-/// other nodes' runs), and the engine's `claim` and `publishRun` effects go back to it.
+/// Cluster mode (`docs/cluster.md`): shared jobs live in etcd and each runs on one live member, its owner,
+/// each scheduled fire after the owner won it with an etcd transaction. The `ClusterNode` keeps the session
+/// with etcd and calls in here; everything it reports becomes an engine input (role and members, claims,
+/// the shared job set, other nodes' runs), and the engine's `claim` and `publishRun` effects go back to it.
 extension Registry {
     func setCluster(_ gate: any ClusterGate) {
         cluster = gate
@@ -33,20 +36,20 @@ extension Registry {
     }
 
     var clusterRole: ClusterRole { engine.clusterRole }
-    var clusterLeader: String? { engine.clusterLeader }
 
     /// Whether a job with `spec` from `origin` is shared: in cluster mode, jobs added at run time are
     /// unless `cluster=no`; config jobs only with `cluster=yes`; jobs bound to an owner never.
     func sharesJob(_ spec: JobSpec, origin: JobOrigin) -> Bool { engine.sharesJob(spec, origin: origin) }
 
-    /// The node that runs `job`: this one for its own jobs, the leader for shared ones; nil on a single host.
+    /// The node that runs `job`: this one for its own jobs, its owner for shared ones (nil while no live
+    /// member can take it); nil on a single host.
     func runningNode(_ job: EngineJob) -> String? {
         guard let cluster else { return nil }
-        return job.shared ? engine.clusterLeader : cluster.node
+        return job.shared ? engine.owner(of: job) : cluster.node
     }
 
     /// Publishes a finished run of a shared job for the other nodes' history.
-    func publishRun(_ record: FinishedRun) {
+    func publishRun(_ record: FinishedRun, final: Bool) {
         guard let cluster else { return }
         let outcome = record.outcome
         let output = outcome.output.utf8.count <= SharedRunRecord.maxOutput
@@ -55,7 +58,7 @@ extension Registry {
             node: cluster.node, run: record.run, scheduled_at: record.scheduledAt?.nanosecondsSinceEpoch,
             started_at: record.startedAt.nanosecondsSinceEpoch, ended_at: outcome.finishedWall.nanosecondsSinceEpoch,
             result: outcome.result.rawValue, exit_code: outcome.exitCode, http_status: outcome.httpStatus,
-            lateness_ms: record.lateness.map { Double($0.nanoseconds) / 1_000_000 }, output: output))
+            lateness_ms: record.lateness.map { Double($0.nanoseconds) / 1_000_000 }, output: output, final: final))
     }
 
     /// A run of a shared job that another node finished: into this node's history and `show`.
@@ -72,32 +75,33 @@ extension Registry {
         if let job = engine.job(name), job.shared, record.node != cluster?.node {
             outputs.hold(record.output, of: name, jobID: job.id, limit: access.settings.maxOutputMemory, log: log)
         }
-        deliver(.remoteRun(run))
+        deliver(.remoteRun(run, final: record.final ?? true))
     }
 
-    // MARK: - Leadership
+    // MARK: - Members
 
-    /// This node now holds the leader key: every shared job goes on from the last instant claimed in
-    /// etcd, with each job's misfire policy applied to what fell due while no node led.
-    func becomeLeader(claims: [String: WallTime]) {
+    /// This node's role or the live members changed: shared jobs move to their owners, each going on from
+    /// the last instant claimed in etcd (`claims`, by job name).
+    func applyClusterView(role: ClusterRole, members: [ClusterMember], claims: [String: WallTime], reason: String) {
         var named: [JobName: WallTime] = [:]
         for (name, time) in claims { if let name = try? JobName(name) { named[name] = time } }
-        deliver(.leading(claims: named))
+        deliver(.clusterView(ClusterView(role: role, members: members, claims: named, reason: reason)))
         noteStatusChange()
     }
 
-    /// This node does not lead (any more): shared jobs stop here at once. Runs already going finish;
-    /// fires not yet started are dropped (their instants may already be claimed: they are not run twice).
-    func notLeading(role: ClusterRole, leader: String?, reason: String) {
-        deliver(.notLeading(role, leader: leader, reason: reason))
-        noteStatusChange()
+    /// How many shared jobs each live member runs, and how many no member can take, as this node sees it.
+    func placement() -> (owned: [String: Int], waiting: Int) {
+        var owned: [String: Int] = [:]
+        var waiting = 0
+        for job in engine.liveJobs where job.shared {
+            if let owner = engine.owner(of: job) { owned[owner, default: 0] += 1 } else { waiting += 1 }
+        }
+        return (owned, waiting)
     }
 
-    /// The leader changed (or became unknown) while this node follows.
-    func setLeader(_ leader: String?) {
-        guard engine.clusterRole != .leader, engine.clusterLeader != leader else { return }
-        deliver(.leaderChanged(leader))
-        noteStatusChange()
+    /// The shared config jobs (`cluster = yes`) this node declares: only members that declare one may run it.
+    func sharedConfigJobs() -> [String] {
+        engine.liveJobs.filter { $0.shared && $0.origin != .runtime }.map(\.name.rawValue).sorted()
     }
 
     // MARK: - The shared job set (from etcd)

@@ -34,8 +34,8 @@ extension Registry {
                     }
                 }
             }
-        case .publishRun(let record):
-            publishRun(record)
+        case .publishRun(let record, let final):
+            publishRun(record, final: final)
         case .persist(let change):
             persist(change)
         case .unwatchOwner(let name, let jobID):

@@ -28,6 +28,8 @@ struct JobSnapshot: Sendable {
     var pauseReason: String?
     var shared: Bool
     var node: String?
+    /// Why no node of the cluster runs the shared job now.
+    var waiting: String?
     /// The viewer is another user than the job's: only its public parts are shown.
     var redacted: Bool
 }
@@ -38,7 +40,8 @@ extension JobInfo {
     /// hooks, output and reasons (`redacted`).
     init(_ job: JobSnapshot) {
         self.init(
-            name: job.spec.name.rawValue, state: JobInfo.State(rawValue: job.state.rawValue)!, source: job.origin.label,
+            name: job.spec.name.rawValue, state: job.waiting != nil ? .waiting : JobInfo.State(rawValue: job.state.rawValue)!,
+            source: job.origin.label,
             schedule: job.spec.schedule.summary)
         let options = job.redacted ? job.spec.options.filter { JobSpec.publicKeys.contains($0.key) } : job.spec.options
         self.options = options.map { "\($0.key)=\($0.value)" }
@@ -83,6 +86,7 @@ extension JobInfo {
         paused_reason = job.pauseReason
         cluster = job.shared
         node = job.node
+        waiting_reason = job.waiting
         if let skip = job.lastSkip {
             last_skip = JobInfo.SkippedFire(at: RFC3339.format(skip.at), reason: job.redacted ? "(hidden)" : skip.reason)
         }
@@ -127,7 +131,7 @@ extension Registry {
             lastOutcome: job.lastOutcome?.outcome,
             lastOutput: job.lastOutcome == nil || redacted ? nil : outputs.output(of: job.spec.name, jobID: job.id),
             lastSkip: job.lastSkip, ownerUID: job.ownerUID, heldSince: job.heldSince, pauseReason: job.pauseReason,
-            shared: job.shared, node: runningNode(job),
+            shared: job.shared, node: runningNode(job), waiting: job.state == .scheduled ? engine.whyNotPlaced(job) : nil,
             redacted: redacted)
     }
 }

@@ -44,6 +44,7 @@ extension Registry {
         engine.settings.userMaxRunsPerMinute = access.settings.userMaxRunsPerMinute
         let before = Dictionary(uniqueKeysWithValues: engine.jobs.map { ($0.key, (id: $0.value.id, spec: $0.value.spec, config: $0.value.origin != .runtime)) })
         _ = try deliver(.reload(declared, maxRunning: maxRunning, pools: pools))?.get()
+        cluster?.declare(configJobs: sharedConfigJobs())
         var summary = ReloadSummary()
         for (name, old) in before.sorted(by: { $0.key < $1.key }) where old.config && engine.job(name)?.id != old.id {
             summary.removed.append(name.rawValue)

@@ -93,14 +93,19 @@ extension Registry {
             text += "timerd_state_lost_changes_total \(storage.lost)\n"
         }
         if let cluster {
-            // Cluster mode (docs/cluster.md): alert when no node leads, or when etcd is out of reach.
+            // Cluster mode (docs/cluster.md): alert when etcd is out of reach, or a job no node can take.
             let node = "node=\"\(cluster.node)\""
-            family("timerd_cluster_leader", "gauge", "1 while this node leads the cluster (runs the shared jobs).")
-            text += "timerd_cluster_leader{\(node)} \(engine.clusterRole == .leader ? 1 : 0)\n"
-            family("timerd_cluster_etcd_available", "gauge", "1 while this node reaches etcd (with a quorum).")
-            text += "timerd_cluster_etcd_available{\(node)} \(engine.clusterRole == .leader || engine.clusterRole == .follower ? 1 : 0)\n"
+            let placement = placement()
+            family("timerd_cluster_etcd_available", "gauge", "1 while this node reaches etcd (with a quorum) and is a live member.")
+            text += "timerd_cluster_etcd_available{\(node)} \(engine.clusterRole == .member ? 1 : 0)\n"
+            family("timerd_cluster_members", "gauge", "Live members of the cluster, as this node sees it.")
+            text += "timerd_cluster_members{\(node)} \(engine.clusterMembers.count)\n"
             family("timerd_cluster_shared_jobs", "gauge", "Shared jobs this node knows of.")
             text += "timerd_cluster_shared_jobs{\(node)} \(sharedJobCount())\n"
+            family("timerd_cluster_owned_jobs", "gauge", "Shared jobs this node runs (their owner is this node).")
+            text += "timerd_cluster_owned_jobs{\(node)} \(placement.owned[cluster.node] ?? 0)\n"
+            family("timerd_cluster_waiting_jobs", "gauge", "Shared jobs no live member can take (run_on tags no member has, or no member in reach).")
+            text += "timerd_cluster_waiting_jobs{\(node)} \(placement.waiting)\n"
         }
         return text
     }

@@ -10,7 +10,7 @@ extension Registry {
         let now = clock.now()
         for job in engine.liveJobs where job.state == .scheduled {
             let name = job.name
-            if job.shared, engine.clusterRole != .leader { continue }
+            if job.shared, !engine.runsHere(job) { continue }
             let at = job.nextMono.map { now.wall(of: $0) } ?? job.nextWall
             if let at, next == nil || at < next!.at || (at == next!.at && name < next!.name) { next = (name, at) }
         }
@@ -27,13 +27,15 @@ extension Registry {
         return "state not saved (\(reason)): changes refused; "
     }
 
-    /// `cluster leader; `, `cluster follower (leader b); `, `cluster: etcd unavailable; ` (nothing on a
+    /// `cluster: 3 members, runs 4 of 12 shared jobs; `, `cluster: etcd unavailable; ` (nothing on a
     /// single host).
     func clusterStatus() -> String {
         guard cluster != nil else { return "" }
         switch engine.clusterRole {
-        case .leader: return "cluster leader; "
-        case .follower: return "cluster follower (leader \(engine.clusterLeader ?? "none yet")); "
+        case .member:
+            let shared = engine.liveJobs.filter(\.shared)
+            let here = shared.reduce(0) { $0 + (engine.runsHere($1) ? 1 : 0) }
+            return "cluster: \(engine.clusterMembers.count.counted("member")), runs \(here) of \(shared.count.counted("shared job")); "
         case .connecting: return "cluster: connecting to etcd; "
         case .unavailable: return "cluster: etcd unavailable, shared jobs stopped; "
         }

@@ -179,7 +179,7 @@ extension Engine {
                     startedAt: finished.startedWall, lateness: finished.kind == .manual ? nil : finished.lateness, outcome: outcome,
                     node: settings.clusterNode, attempt: finished.attempt, parameters: finished.parameters)
                 if job.spec.historyLimit > 0, job.spec.owner == nil { out.append(.persist(.run(history, keep: job.spec.historyLimit))) }
-                if job.shared { out.append(.publishRun(history)) }
+                if job.shared { out.append(.publishRun(history, final: retry == nil)) }
                 if finished.sequence != 0 {
                     let led = retry.map { "attempt \(finished.attempt) failed; attempt \(finished.attempt + 1) in \(DurationText.format($0))" }
                         ?? pausing.map { "the job was \($0)" }
@@ -223,7 +223,7 @@ extension Engine {
             }
             runMissed(job)
             // The fire's last attempt has ended: the jobs that follow this one, as their `after_result` says.
-            if retry == nil, !isCancelPending(job) { triggerFollowers(of: job, run: runID, succeeded: outcome.result == .ok) }
+            if retry == nil, !isCancelPending(job) { triggerFollowers(of: job, run: runID, succeeded: outcome.result == .ok, endedAt: outcome.finishedWall) }
             noteIfIdleAndFinished(job)
         } else {
             orphanRuns.removeAll { $0.jobID == jobID && $0.run == runID }
@@ -260,15 +260,18 @@ extension Engine {
         decide(.retrying(job.name, run: run.id, attempt: run.attempt + 1, after: delay, reason: reason))
     }
 
-    /// Fires the jobs that follow `job` (`after=`) whose `after_result` matches how run `run` ended: each as a
-    /// scheduled fire of its own (modes, overlap, pools and the run rate apply), due now, its run told which
-    /// run fired it. A paused or finished follower does not fire (a paused one says so).
-    mutating func triggerFollowers(of job: EngineJob, run: Int, succeeded: Bool) {
+    /// Fires the jobs that follow `job` (`after=`) whose `after_result` matches how run `run` ended (at
+    /// `endedAt`, here or on another node of the cluster): each as a scheduled fire of its own (modes,
+    /// overlap, pools and the run rate apply), due now, its run told which run fired it. Only followers
+    /// that run on this node fire here: a shared one on its owner, which hears of the upstream's end
+    /// wherever it ran, and claims the fire under `endedAt`, the same on every node. A paused or finished
+    /// follower does not fire (a paused one says so).
+    mutating func triggerFollowers(of job: EngineJob, run: Int, succeeded: Bool, endedAt: WallTime) {
         guard !shuttingDown else { return }
         for name in jobs.followers(of: job.name) {
-            guard let follower = jobs[name], !isCancelPending(follower),
+            guard let follower = jobs[name], !isCancelPending(follower), !follower.shared || runsHere(follower),
                   (follower.spec.afterResult ?? .success).matches(succeeded: succeeded) else { continue }
-            let pending = PendingFire(kind: .scheduled, scheduled: now.mono, scheduledWall: now.wall,
+            let pending = PendingFire(kind: .scheduled, scheduled: now.mono, scheduledWall: follower.shared ? endedAt : now.wall,
                                       sequence: nextFireSequence(follower), trigger: RunTrigger(job: job.name, run: run))
             let how = "\(job.name) run \(run) \(succeeded ? "succeeded" : "failed") (after=\(job.name)"
                 + ", after_result=\((follower.spec.afterResult ?? .success).rawValue))"

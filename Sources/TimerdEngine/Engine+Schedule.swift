@@ -109,12 +109,12 @@ extension Engine {
     // MARK: - Deadlines
 
     /// Asks for the job's timer at its next deadline. Paused and finished jobs have none; shared jobs
-    /// only on the cluster's leader.
+    /// only on the member that runs them.
     mutating func arm(_ job: EngineJob) {
         let name = job.name
         // Stopping: nothing fires any more (a change saved while the stop began still takes effect).
         guard !shuttingDown, let deadline = deadline(of: job) else { return }
-        if job.shared, clusterRole != .leader { return }
+        if job.shared, !runsHere(job) { return }
         out.append(.arm(name, jobID: job.id, deadline, leeway: job.spec.leeway))
     }
 
@@ -148,7 +148,7 @@ extension Engine {
             return
         }
         guard let job = jobs[name], job.id == jobID, job.state == .scheduled, !isCancelPending(job) else { return }
-        if job.shared, clusterRole != .leader { return }
+        if job.shared, !runsHere(job) { return }
         var scheduled = now.mono
         var scheduledWall: WallTime?
         if let deadline = job.nextMono {

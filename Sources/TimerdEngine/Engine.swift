@@ -88,9 +88,10 @@ package struct SharedJob: Sendable {
     }
 }
 
-/// Where this node stands in the cluster.
+/// Where this node stands in the cluster: connecting to etcd, a live member (its lease renewed, so it
+/// runs its share of the shared jobs), or cut off from etcd (it runs none).
 package enum ClusterRole: String, Sendable {
-    case connecting, leader, follower, unavailable
+    case connecting, member, unavailable
 }
 
 /// Everything that can happen to the engine.
@@ -135,12 +136,9 @@ package enum Input: Sendable {
     case killAll(reason: String)
 
     // Cluster mode.
-    /// This node leads: shared jobs go on from the last instants claimed in etcd.
-    case leading(claims: [JobName: WallTime])
-    case notLeading(ClusterRole, leader: String?, reason: String)
+    /// This node's role or the live members changed: shared jobs move to their owners.
+    case clusterView(ClusterView)
     case claimDecided(JobName, jobID: UInt64, token: UInt64, won: Bool, reason: String)
-    /// The leader changed (or became unknown) while this node follows.
-    case leaderChanged(String?)
     /// A shared job was added or changed in etcd (a watch event, the initial read, or this node's own
     /// write).
     case sharedJob(SharedJob)
@@ -151,7 +149,8 @@ package enum Input: Sendable {
     /// This node wrote a change of these shared jobs at `revision` (its own watch event is then old).
     case sharedRevision([JobName], revision: Int64)
     /// Another node finished a run of a shared job.
-    case remoteRun(FinishedRun)
+    /// `final`: its fire's last attempt (no retry follows), which fires the jobs that follow it.
+    case remoteRun(FinishedRun, final: Bool)
 }
 
 /// The answer to a request input.
@@ -237,7 +236,8 @@ package struct Engine: Sendable {
     var finishedRuntimeJobs: [(name: JobName, id: UInt64)] = []
     var random: SplitMix64
     package internal(set) var clusterRole = ClusterRole.connecting
-    package internal(set) var clusterLeader: String?
+    /// The live members of the cluster, as this node last heard from etcd.
+    package internal(set) var clusterMembers: [ClusterMember] = []
     var nextClaimToken: UInt64 = 1
     var claims: [UInt64: PendingFire] = [:]
     /// Requests' changes whose records are being written (`Effect.writeAhead`), by change number.
@@ -324,14 +324,10 @@ package struct Engine: Sendable {
             shutdown()
         case .killAll(let reason):
             killAll(reason: reason)
-        case .leading(let claims):
-            becomeLeader(claims: claims)
-        case .notLeading(let role, let leader, let reason):
-            notLeading(role: role, leader: leader, reason: reason)
+        case .clusterView(let view):
+            applyClusterView(view)
         case .claimDecided(let name, let jobID, let token, let won, let reason):
             claimDecided(name, jobID: jobID, token: token, won: won, reason: reason)
-        case .leaderChanged(let leader):
-            if clusterRole != .leader { clusterLeader = leader }
         case .sharedJob(let shared):
             applySharedJob(shared)
         case .sharedJobsSynced(let all):
@@ -347,8 +343,8 @@ package struct Engine: Sendable {
             }
         case .sharedRevision(let names, let revision):
             for name in names where jobs[name]?.shared == true { jobs[name]!.sharedRevision = revision }
-        case .remoteRun(let record):
-            noteRemoteRun(record)
+        case .remoteRun(let record, let final):
+            noteRemoteRun(record, final: final)
         }
         if let answer { out.append(.reply(answer)) }
         return out
@@ -385,10 +381,10 @@ package struct Engine: Sendable {
     }
 
     /// The wall-clock time of the job's next fire, if it is scheduled (as of `now`: a reading, not an
-    /// input). A shared job on a node that does not lead: the schedule's next time.
+    /// input). A shared job another node runs: the schedule's next time.
     package func nextFire(_ job: EngineJob, at now: Instant) -> WallTime? {
         guard job.state == .scheduled else { return nil }
-        if job.shared, clusterRole != .leader { return followerNextFire(job, at: now) }
+        if job.shared, !runsHere(job) { return followerNextFire(job, at: now) }
         if let mono = job.nextMono { return now.wall(of: mono) }
         return job.nextWall
     }

@@ -343,10 +343,11 @@ package enum Effect: Sendable {
     case stopRun(JobName, jobID: UInt64, run: Int, reason: String, kill: Bool)
     /// Cluster mode: try to win the fire of `job` at `instant` in etcd; the answer comes back as
     /// `Input.claimDecided` with `token`. A fire by its upstream's run (`triggered`, `after=`) is claimed
-    /// apart from the job's schedule, whose last claimed instant a new leader goes on from.
+    /// apart from the job's schedule, whose last claimed instant a new owner goes on from.
     case claim(JobName, jobID: UInt64, instant: WallTime, triggered: Bool, token: UInt64)
-    /// Cluster mode: tell the other nodes of a finished run of a shared job.
-    indirect case publishRun(FinishedRun)
+    /// Cluster mode: tell the other nodes of a finished run of a shared job (`final`: its fire's last
+    /// attempt, which fires the jobs that follow it).
+    indirect case publishRun(FinishedRun, final: Bool)
     indirect case persist(Persist)
     /// A request's change, checked but not in effect yet: write `records` all or nothing, then answer
     /// `Input.changeSaved(change)` or `Input.changeNotSaved(change, error)`. Only then does the change

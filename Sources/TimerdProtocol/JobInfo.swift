@@ -4,7 +4,8 @@ import TimerdCore
 /// What `LIST` and `SHOW` report about a job: the JSON object of `OK <json>` replies and of
 /// `timerctl --json`. Field names are snake_case and stable (documented in `docs/protocol.md`).
 public struct JobInfo: Codable, Equatable, Sendable {
-    public enum State: String, Codable, Sendable { case scheduled, paused, finished }
+    /// `waiting`: a shared job no live member of the cluster can run now (`waiting_reason` says why).
+    public enum State: String, Codable, Sendable { case scheduled, paused, finished, waiting }
     public enum Result: String, Codable, Sendable { case ok, failed, timeout, killed }
 
     public var name: String
@@ -75,9 +76,11 @@ public struct JobInfo: Codable, Equatable, Sendable {
     public var paused_reason: String?
     /// Cluster mode: whether the job is shared by the cluster's nodes (`docs/cluster.md`).
     public var cluster: Bool = false
-    /// Cluster mode: the node that runs the job (a shared job's: the leader, null while there is none);
-    /// null outside cluster mode.
+    /// Cluster mode: the node that runs the job (a shared job's: its owner, null while no live member can
+    /// run it); null outside cluster mode.
     public var node: String?
+    /// Cluster mode: why no node runs the shared job now (its state is then `waiting`).
+    public var waiting_reason: String?
 
     public struct SkippedFire: Codable, Equatable, Sendable {
         public var at: String
@@ -146,6 +149,7 @@ public struct JobInfo: Codable, Equatable, Sendable {
         try c.encode(paused_reason, forKey: .paused_reason)
         try c.encode(cluster, forKey: .cluster)
         try c.encode(node, forKey: .node)
+        try c.encode(waiting_reason, forKey: .waiting_reason)
         try c.encodeIfPresent(recent_runs, forKey: .recent_runs)
     }
 
@@ -243,6 +247,8 @@ public struct JobInfo: Codable, Equatable, Sendable {
         json.strings(tags)
         json.raw(",\"timezone\":")
         json.string(timezone)
+        json.raw(",\"waiting_reason\":")
+        json.string(waiting_reason)
         json.raw("}")
     }
 }

@@ -22,6 +22,9 @@ final class FakeGate: ClusterGate {
 
     func publishRun(_ job: JobName, _ record: SharedRunRecord) { published.withLock { $0.append(record) } }
 
+    let declared = Mutex<[String]>([])
+    func declare(configJobs: [String]) { declared.withLock { $0 = configJobs } }
+
     var claimCount: Int { claims.withLock { $0.count } }
 }
 
@@ -57,17 +60,17 @@ final class FakeGate: ClusterGate {
         #expect(await registry.sharesJob(try spec("a", ["after": "b", "every": "1h", "command": "x"]), origin: .runtime))
     }
 
-    @Test func aFollowerKeepsSharedJobsUnarmedAndRunsNothing() async throws {
+    @Test func aNodeKeepsOtherMembersJobsUnarmedAndRunsNothingOfThem() async throws {
         let gate = FakeGate()
         await registry.setCluster(gate)
-        await registry.notLeading(role: .follower, leader: "n2", reason: "test")
+        await registry.applyClusterView(role: .member, members: [ClusterMember(name: "n2")], claims: [:], reason: "test")
         await registry.applySharedJob(try JobName("s"), record([("every", "1s"), ("command", "x")]), revision: 5)
         let info = try await registry.show(JobName("s"))
         #expect(info.cluster && info.node == "n2" && info.state == .scheduled && info.next_fire != nil)
         // A fire reaching a follower (a timer that was armed when it led) is not claimed or run.
         await registry.fireScheduled(try JobName("s"), clock: clock)
         #expect(gate.claimCount == 0 && launcher.count == 0)
-        #expect(await registry.statusLine().hasPrefix("cluster follower (leader n2); 1 job"))
+        #expect(await registry.statusLine().hasPrefix("cluster: 1 member, runs 0 of 1 shared job; 1 job"))
         // Its next fire, as shown here, follows the schedule though nothing fires here: the first grid time
         // after now (added 95 s ago, every 10s: added+100, unless this test is starved for seconds).
         let added = clock.wallNow + .seconds(-95)
@@ -78,10 +81,10 @@ final class FakeGate: ClusterGate {
         #expect((offGrid < 1_000 || offGrid > 10_000_000_000 - 1_000) && next > before && next <= clock.wallNow + .seconds(10), "\(next)")
     }
 
-    @Test func theLeaderRunsAFireOnlyAfterWinningItsClaimWithTheClaimedInstant() async throws {
+    @Test func theOwnerRunsAFireOnlyAfterWinningItsClaimWithTheClaimedInstant() async throws {
         let gate = FakeGate { job, _ in job == "won" ? .won : .lost("node n3 already claimed it") }
         await registry.setCluster(gate)
-        await registry.becomeLeader(claims: [:])
+        await registry.applyClusterView(role: .member, members: [ClusterMember(name: "n1")], claims: [:], reason: "test")
         let added = WallTime(seconds: 1_800_000_000)
         clock.setWall(added)
         for name in ["won", "lost"] {
@@ -110,10 +113,10 @@ final class FakeGate: ClusterGate {
         #expect(gate.claimCount == 2)
     }
 
-    @Test func aSharedJobThatFollowsOneRunsOnTheLeaderOnceItsClaimIsWon() async throws {
+    @Test func aSharedJobThatFollowsOneRunsOnItsOwnerOnceItsClaimIsWon() async throws {
         let gate = FakeGate()
         await registry.setCluster(gate)
-        await registry.becomeLeader(claims: [:])
+        await registry.applyClusterView(role: .member, members: [ClusterMember(name: "n1")], claims: [:], reason: "test")
         let added = WallTime(seconds: 1_800_000_000)
         clock.setWall(added)
         await registry.applySharedJob(try JobName("up"), record([("every", "10s"), ("command", "x")], addedAt: added), revision: 1)
@@ -125,7 +128,7 @@ final class FakeGate: ClusterGate {
         await settle(registry)
         #expect(launcher.count == 1)
         clock.advance(by: .seconds(2))
-        launcher.finish(0)
+        launcher.finish(0, at: clock.wallNow)
         await settle(registry)  // the run's end, which asks for the followers' claims
         await settle(registry)  // the claims' answers
         // Claimed apart from their schedules, under the instant the upstream's run ended (not a grid time of
@@ -155,28 +158,29 @@ final class FakeGate: ClusterGate {
         #expect(launcher.request(3).environment["TIMERD_TRIGGERED_BY"] == nil)
     }
 
-    @Test func losingTheLeadershipDisarmsAndDropsPendingFires() async throws {
+    @Test func leavingTheClusterDisarmsAndDropsPendingFires() async throws {
         await registry.setCluster(FakeGate())
-        await registry.becomeLeader(claims: [:])
+        await registry.applyClusterView(role: .member, members: [ClusterMember(name: "n1")], claims: [:], reason: "test")
         await registry.applySharedJob(try JobName("s"), record([("every", "1h"), ("command", "x")]), revision: 1)
-        #expect(await registry.statusLine().hasPrefix("cluster leader; 1 job"))
+        #expect(await registry.statusLine().hasPrefix("cluster: 1 member, runs 1 of 1 shared job; 1 job"))
         let metrics = await registry.metricsText()
-        for line in ["timerd_cluster_leader{node=\"n1\"} 1\n", "timerd_cluster_etcd_available{node=\"n1\"} 1\n", "timerd_cluster_shared_jobs{node=\"n1\"} 1\n"] {
+        for line in ["timerd_cluster_owned_jobs{node=\"n1\"} 1\n", "timerd_cluster_etcd_available{node=\"n1\"} 1\n", "timerd_cluster_shared_jobs{node=\"n1\"} 1\n",
+                     "timerd_cluster_members{node=\"n1\"} 1\n", "timerd_cluster_waiting_jobs{node=\"n1\"} 0\n"] {
             #expect(metrics.contains(line), "\(line)")
         }
-        await registry.notLeading(role: .unavailable, leader: nil, reason: "its lease may have expired")
-        #expect(logged("no longer leads (its lease may have expired)"))
+        await registry.applyClusterView(role: .unavailable, members: [ClusterMember(name: "n1")], claims: [:], reason: "its lease may have expired")
+        #expect(logged("starts no shared job until it is back in the cluster (its lease may have expired)"))
         #expect(await registry.statusLine().hasPrefix("cluster: etcd unavailable, shared jobs stopped; "))
         let after = await registry.metricsText()
-        #expect(after.contains("timerd_cluster_leader{node=\"n1\"} 0\n") && after.contains("timerd_cluster_etcd_available{node=\"n1\"} 0\n"))
+        #expect(after.contains("timerd_cluster_owned_jobs{node=\"n1\"} 0\n") && after.contains("timerd_cluster_etcd_available{node=\"n1\"} 0\n"))
         #expect(try await registry.show(JobName("s")).node == nil)
     }
 
     @Test func takingOverAppliesTheMisfirePolicyFromTheLastClaim() async throws {
         let gate = FakeGate()
         await registry.setCluster(gate)
-        await registry.notLeading(role: .follower, leader: "n2", reason: "test")
-        // Added 105 s ago, every 10s: grid at added+10, +20, … The previous leader claimed up to added+60,
+        await registry.applyClusterView(role: .member, members: [ClusterMember(name: "n2")], claims: [:], reason: "test")
+        // Added 105 s ago, every 10s: grid at added+10, +20, … The previous owner claimed up to added+60,
         // so 70, 80, 90 and 100 were missed (more if this test is starved for seconds: the assertions
         // allow for that, they do not depend on the timing).
         let added = clock.wallNow + .seconds(-105)
@@ -184,7 +188,7 @@ final class FakeGate: ClusterGate {
         await registry.applySharedJob(try JobName("all"), record([("every", "10s"), ("command", "x"), ("misfire", "all")], addedAt: added), revision: 1)
         #expect(launcher.count == 0)
         let before = clock.wallNow
-        await registry.becomeLeader(claims: ["once": added + .seconds(60), "all": added + .seconds(60)])
+        await registry.applyClusterView(role: .member, members: [ClusterMember(name: "n1")], claims: ["once": added + .seconds(60), "all": added + .seconds(60)], reason: "test")
         await settle(registry)
         let after = clock.wallNow
         let claimed = gate.claims.withLock { $0 }
@@ -195,12 +199,12 @@ final class FakeGate: ClusterGate {
         #expect(first >= added + .seconds(100) && first <= after && first > before + .seconds(-10), "\(first) vs \(before)…\(after)")
         // all: the oldest missed first (the rest after each run ends).
         #expect(claimed.filter { $0.job == "all" }.map(\.at).first == added + .seconds(70))
-        #expect(logged("fires while no node led the cluster") && logged("misfire=once: running 1 now"))
+        #expect(logged("fires while no node of the cluster ran it") && logged("misfire=once: running 1 now"))
     }
 
     @Test func watchEventsPauseResumeReplaceAndCancelButNeverGoBackInRevision() async throws {
         await registry.setCluster(FakeGate())
-        await registry.notLeading(role: .follower, leader: "n2", reason: "test")
+        await registry.applyClusterView(role: .member, members: [ClusterMember(name: "n2")], claims: [:], reason: "test")
         let name = try JobName("w")
         let added = clock.wallNow
         await registry.applySharedJob(name, record([("every", "1m"), ("command", "x")], addedAt: added), revision: 10)

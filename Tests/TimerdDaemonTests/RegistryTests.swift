@@ -28,12 +28,12 @@ final class FakeLauncher: RunLauncher {
     func request(_ index: Int) -> RunRequest { started.withLock { $0[index].request } }
     func handle(_ index: Int) -> Handle { started.withLock { $0[index].handle } }
 
-    /// Ends run `index` with `result`.
-    func finish(_ index: Int, _ result: RunOutcome.Result = .ok, exitCode: Int? = 0, output: String = "") {
+    /// Ends run `index` with `result` (at `at`, as the real launchers read the wall clock then).
+    func finish(_ index: Int, _ result: RunOutcome.Result = .ok, exitCode: Int? = 0, output: String = "", at: WallTime = WallTime(seconds: 0)) {
         let events = started.withLock { $0[index].events }
         events(.finished(RunOutcome(
             result: result, exitCode: exitCode, signal: nil, reason: "test", output: output,
-            finishedWall: WallTime(seconds: 0), duration: .zero)))
+            finishedWall: at, duration: .zero)))
     }
 }
 

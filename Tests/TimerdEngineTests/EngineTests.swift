@@ -143,8 +143,8 @@ import TimerdCore
     @Test func clusterFiresRunOnlyOnceTheClaimIsWon() {
         var driver = Driver(settings: EngineSettings(clusterNode: "a"))
         _ = driver.add("shared", ["every": "10s"])
-        #expect(driver.armed.isEmpty)  // not leading yet
-        driver.handle(.leading(claims: [:]))
+        #expect(driver.armed.isEmpty)  // not a member yet
+        driver.handle(.clusterView(ClusterView(role: .member, members: [ClusterMember(name: "a")], reason: "joined")))
         #expect(driver.armed.count == 1)
         driver.reach("shared", after: .seconds(10))
         guard case .claim(let name, let jobID, let instant, _, let token)? = driver.effects.first(where: {
@@ -165,8 +165,12 @@ import TimerdCore
         driver.handle(.claimDecided(name, jobID: jobID, token: second, won: false, reason: "another node claimed it"))
         #expect(driver.starts.isEmpty)
 
-        driver.handle(.notLeading(.follower, leader: "b", reason: "lease lost"))
-        #expect(driver.effects.contains { if case .disarm = $0 { return true } else { return false } })
+        // Another member joins and wins the job: it stops here.
+        driver.handle(.clusterView(ClusterView(role: .member, members: [ClusterMember(name: "a"), ClusterMember(name: "b")], reason: "b joined")))
+        let owner = driver.engine.owner(of: driver.engine.job(T.name("shared"))!)
+        #expect(driver.effects.contains { if case .disarm = $0 { return true } else { return false } } == (owner == "b"))
+        driver.handle(.clusterView(ClusterView(role: .unavailable, members: [ClusterMember(name: "a"), ClusterMember(name: "b")], reason: "lease lost")))
+        #expect(driver.engine.owner(of: driver.engine.job(T.name("shared"))!) == nil)
     }
 
     @Test func aRunsEndTriggersTheJobsThatFollowItAsTheirAfterResultSays() {
