@@ -83,6 +83,7 @@ extension JobInfo {
         paused_reason = job.pauseReason
         cluster = job.shared
         node = job.node
+        run_on = job.spec.runOn
         if let skip = job.lastSkip {
             last_skip = JobInfo.SkippedFire(at: RFC3339.format(skip.at), reason: job.redacted ? "(hidden)" : skip.reason)
         }

@@ -78,6 +78,8 @@ public struct JobInfo: Codable, Equatable, Sendable {
     /// Cluster mode: the node that runs the job (a shared job's: the leader, null while there is none);
     /// null outside cluster mode.
     public var node: String?
+    /// The tags a node must carry, every one, to run the shared job (`run_on=`); empty: any node.
+    public var run_on: [String] = []
 
     public struct SkippedFire: Codable, Equatable, Sendable {
         public var at: String
@@ -146,6 +148,7 @@ public struct JobInfo: Codable, Equatable, Sendable {
         try c.encode(paused_reason, forKey: .paused_reason)
         try c.encode(cluster, forKey: .cluster)
         try c.encode(node, forKey: .node)
+        try c.encode(run_on, forKey: .run_on)
         try c.encodeIfPresent(recent_runs, forKey: .recent_runs)
     }
 
@@ -227,6 +230,8 @@ public struct JobInfo: Codable, Equatable, Sendable {
         json.integer(pending)
         json.raw(",\"redacted\":")
         json.bool(redacted)
+        json.raw(",\"run_on\":")
+        json.strings(run_on)
         json.raw(",\"running\":")
         json.integer(running)
         json.raw(",\"runs\":")
