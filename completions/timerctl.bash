@@ -4,7 +4,7 @@
 # on first use; or source it from ~/.bashrc. Completes verbs, global and per-verb flags, overlap
 # and misfire policies, kill modes, I/O classes (--ionice), webhook methods, DST rules, time zones
 # (from the tz database's zone.tab), owners (pid:), a program and files after "--" (add, exec;
-# files for run's arguments), and job names, tags and modes from the running daemon
+# files for run's arguments), and job names, tags, modes and run_on tags from the running daemon
 # (`timerctl --json list`, honouring a --socket already on the command line; nothing if the daemon
 # cannot be reached). Needs no bash-completion helpers and no jq.
 #
@@ -30,7 +30,7 @@ _timerctl_job_names() {
     _timerctl_list_json "$1" "$2" | grep -o '"name":"[^"]*"' | cut -d'"' -f4
 }
 
-# The values of a job array key ("tags" or "modes") over all jobs, one per line, sorted, unique.
+# The values of a job array key ("tags", "modes" or "run_on") over all jobs, one per line, sorted, unique.
 # $1: the timerctl to run; $2: socket or empty; $3: the key. Tags and modes are [A-Za-z0-9_.-], like
 # names: no commas, quotes or escapes inside.
 # $4…: more values to add (e.g. the mode "default").
@@ -65,15 +65,15 @@ _timerctl() {
     # What counts as failure, and what it leads to (--fail-on-stderr is a switch: no value).
     local failure_flags="--success-exit-codes --fail-on-stderr --pause-after-failures --pool --log-file --log-max-size --log-keep --after --after-result"
     local stop_flags="--timeout --kill-grace --kill-mode"
-    local job_flags="--every --start --in --at $calendar_flags --jitter --fixed-jitter $misfire_flags --count --leeway --command --argv $webhook_flags $stop_flags $resource_flags $failure_flags --overlap --env --meta --cwd --user --group $owner_flags $notify_flags --history-limit --cluster"
-    local exec_flags="--start --interval --repeats --async --jitter --fixed-jitter $misfire_flags --count --leeway --command --argv $webhook_flags $stop_flags $resource_flags $failure_flags --env --meta --cwd --user --group $owner_flags $notify_flags --history-limit --cluster"
+    local job_flags="--every --start --in --at $calendar_flags --jitter --fixed-jitter $misfire_flags --count --leeway --command --argv $webhook_flags $stop_flags $resource_flags $failure_flags --overlap --env --meta --cwd --user --group $owner_flags $notify_flags --history-limit --cluster --run-on"
+    local exec_flags="--start --interval --repeats --async --jitter --fixed-jitter $misfire_flags --count --leeway --command --argv $webhook_flags $stop_flags $resource_flags $failure_flags --env --meta --cwd --user --group $owner_flags $notify_flags --history-limit --cluster --run-on"
     local run_flags="--env --force"
     local resume_flags="--now --after"
     local next_flags="--cron --calendar --every --count --timezone --from --dst-gap --dst-repeat"
     local simulate_flags="--config --from --until --run-duration --run-result --down --clock-step --seed"
     # Flags that take a value (as the next word or after "="); not the switches (--fixed-jitter,
     # --fail-on-stderr, --repeats, --async, --force, --now, --json).
-    local value_flags=" --socket --every --start --in --at --cron --calendar --timezone --dst-gap --dst-repeat --jitter --from --count --leeway --command --argv $stop_flags $resource_flags --success-exit-codes --pause-after-failures --pool --log-file --log-max-size --log-keep --after-result --overlap --env --meta --cwd --user --group --owner --owner-pid --tag --modes --interval --after $webhook_flags $notify_flags $misfire_flags --history-limit --cluster --limit --config --unit-path --until --run-duration --run-result --down --clock-step --seed --last "
+    local value_flags=" --socket --every --start --in --at --cron --calendar --timezone --dst-gap --dst-repeat --jitter --from --count --leeway --command --argv $stop_flags $resource_flags --success-exit-codes --pause-after-failures --pool --log-file --log-max-size --log-keep --after-result --overlap --env --meta --cwd --user --group --owner --owner-pid --tag --modes --interval --after $webhook_flags $notify_flags $misfire_flags --history-limit --cluster --run-on --limit --config --unit-path --until --run-duration --run-result --down --clock-step --seed --last "
 
     # COMP_WORDS splits "--flag=value" at "=" (COMP_WORDBREAKS): glue those pieces back together.
     local -a words=()
@@ -161,13 +161,15 @@ _timerctl() {
                 mapfile -t COMPREPLY < <(compgen -P "$prefix" -W "pid:" -- "$value") ;;
             --tag)
                 mapfile -t COMPREPLY < <(compgen -P "$prefix" -W "$(_timerctl_job_values "$prog" "$socket" tags)" -- "$value") ;;
-            --modes)
-                # A comma-separated list: complete its last element.
+            --modes | --run-on)
+                # A comma-separated list: complete its last element (modes; tags other jobs run on).
                 local head=
                 [[ $value == *,* ]] && head=${value%,*},
+                local -a known=(modes default common)
+                [[ $flag == --run-on ]] && known=(run_on)
                 compopt -o nospace 2>/dev/null
                 mapfile -t COMPREPLY < <(compgen -P "$prefix$head" \
-                    -W "$(_timerctl_job_values "$prog" "$socket" modes default common)" -- "${value##*,}") ;;
+                    -W "$(_timerctl_job_values "$prog" "$socket" "${known[@]}")" -- "${value##*,}") ;;
             --socket | --ca-file | --config)
                 compopt -o filenames 2>/dev/null
                 mapfile -t COMPREPLY < <(compgen -P "$prefix" -f -- "$value") ;;

@@ -80,6 +80,7 @@ package struct Flag: Sendable, Equatable {
         "misfire_grace": ("DUR", "A fire at most DUR late still runs; later it counts as missed (default \(DurationText.format(Limits.defaultMisfireGrace)))."),
         "history_limit": ("N", "Keep the last N finished runs for 'timerctl history' (0-\(Limits.maximumHistoryLimit), default \(Limits.defaultHistoryLimit))."),
         "cluster": ("yes|no", "In cluster mode: share the job across nodes (default yes here, no in config files)."),
+        "run_on": ("TAG[,TAG]", "In cluster mode: run the shared job only on nodes with every TAG ([cluster] tags)."),
         "count": ("N", "With --every, --cron or --calendar: stop after N runs."),
         "leeway": ("DUR", "Let the timer fire up to DUR late so wake-ups coalesce."),
         "command": ("STRING", "Run STRING with /bin/sh -c."),

@@ -47,8 +47,8 @@ package enum JobInfoText {
 
     /// The `show` block: one `label: value` line per field, the last run as an indented group, the recent
     /// runs from the history (when timerd sent any) one per line, and the last output indented under its
-    /// label. `cluster` (the node that runs it) only in cluster mode; `owner`, `tags` and `modes` only when set (modes: other than `default`), `held
-    /// since` only while a fire is held.
+    /// label. `cluster` (the node that runs it) only in cluster mode; `run on`, `owner`, `tags` and `modes` only when set (modes: other than
+    /// `default`), `held since` only while a fire is held.
     package static func detail(_ job: JobInfo, now: WallTime) -> String {
         var lines: [String] = []
         func add(_ label: String, _ value: String) { lines.append(HelpText.pad(label + ":", 13) + value) }
@@ -61,6 +61,7 @@ package enum JobInfoText {
         } else if let node = job.node {
             add("cluster", "this node's own (\(node))")
         }
+        if !job.run_on.isEmpty { add("run on", "nodes tagged " + job.run_on.joined(separator: ", ")) }
         if job.redacted {
             add("added by", "uid \(job.owner_uid) (details hidden: another user's job)")
         } else if job.owner_uid != 0 {
@@ -73,7 +74,7 @@ package enum JobInfoText {
             switch key {
             case "every", "start", "in", "at", "cron", "calendar": continue  // in `schedule`
             case "timezone", "dst_gap", "dst_repeat": continue  // in `timezone`
-            case "owner", "tag", "modes": continue  // lines of their own
+            case "owner", "tag", "modes", "run_on": continue  // lines of their own
             case "command", "argv": add(key, value)
             default: others.append(Option(key: key, value: value).description)
             }

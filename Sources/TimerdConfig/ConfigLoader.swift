@@ -341,6 +341,12 @@ private struct LoadSession<FileSystem: ConfigFileSystem> {
                 return "node: expected 1 to 64 letters, digits, '.', '-' or '_', got \"\(value)\""
             }
             cluster.node = value
+        case "tags":
+            guard !value.isEmpty else {
+                cluster.tags = []
+                return nil
+            }
+            do { cluster.tags = try Mode.parseNames(value, key: "tags", what: "tag") } catch { return error.message }
         default:  // lease_ttl
             let range = ClusterSettings.leaseTTLRange
             do {
@@ -496,6 +502,12 @@ private struct LoadSession<FileSystem: ConfigFileSystem> {
                 report(file, line, error.message)
                 spec = nil
             }
+        }
+        // Only shared jobs are placed; a config job is shared only when it says so (`docs/cluster.md`).
+        if let placed = spec, !placed.runOn.isEmpty, placed.cluster != true {
+            let line = builder.options.last { $0.option.key == "run_on" }?.line ?? builder.line
+            report(file, line, "run_on needs cluster = yes: only shared jobs are placed on other nodes")
+            spec = nil
         }
         if let spec, builder.name != nil, !builder.hadErrors {
             jobs.append(ConfiguredJob(spec: spec, file: builder.file, line: builder.line))

@@ -96,10 +96,12 @@ public struct ClusterSettings: Equatable, Sendable {
     /// The lease that proves a node alive (`lease_ttl`, default 10s): a node that stops renewing it loses
     /// its leadership this long after its last renewal.
     public var leaseTTL: Duration = .seconds(10)
+    /// This node's tags (`tags = ssd, eu-west`), which a shared job's `run_on=` asks for; none by default.
+    public var tags: [String] = []
 
     public init() {}
 
-    public static let keys = ["etcd", "ca_file", "cert_file", "key_file", "prefix", "node", "lease_ttl"]
+    public static let keys = ["etcd", "ca_file", "cert_file", "key_file", "prefix", "node", "lease_ttl", "tags"]
     /// etcd's smallest lease is 2s (with its default election timeout); above an hour is surely a typo.
     public static let leaseTTLRange = 2...3_600
 }

@@ -18,6 +18,7 @@ struct RareKeys: Equatable, Sendable {
         var onFailure: NotifyTarget?
         var onRecovery: NotifyTarget?
         var cluster: Bool?
+        var runOn: [String] = []
         var killMode: KillMode?
         var resources: ResourceSettings?
         var successExitCodes: [Int]?
@@ -195,6 +196,13 @@ extension JobSpec {
     public var cluster: Bool? {
         get { rare.values.cluster }
         set { rare.values.cluster = newValue }
+    }
+
+    /// The node tags a shared job's node must carry, every one of them (`run_on=`; `[cluster] tags` in a
+    /// node's timerd.conf); empty: any node (`docs/configuration.md`).
+    public var runOn: [String] {
+        get { rare.values.runOn }
+        set { rare.values.runOn = newValue }
     }
 }
 

@@ -125,7 +125,7 @@ public struct JobSpec: Equatable, Sendable {
     ] + ResourceSettings.keys + [
         "success_exit_codes", "fail_on_stderr", "pause_after_failures", "pool", "log_file", "log_max_size", "log_keep",
         "after", "after_result", "overlap", "env", "meta", "cwd", "user", "group", "owner", "tag", "modes", "on_failure",
-        "on_recovery", "history_limit", "cluster",
+        "on_recovery", "history_limit", "cluster", "run_on",
     ]
     /// Keys anyone may see of anyone's job: the name, schedule, limits and labels. The rest (the action,
     /// `env`, `meta`, `cwd`, hooks) is shown only to the job's owner and root (see `docs/security.md`).
@@ -133,7 +133,7 @@ public struct JobSpec: Equatable, Sendable {
         "every", "start", "in", "at", "cron", "calendar", "timezone", "dst_gap", "dst_repeat", "jitter", "fixed_jitter",
         "misfire", "misfire_grace", "count", "leeway", "timeout", "kill_grace", "kill_mode", "overlap", "user", "group", "owner",
         "tag", "modes", "history_limit", "cluster", "success_exit_codes", "fail_on_stderr", "pause_after_failures", "pool",
-        "after", "after_result",
+        "after", "after_result", "run_on",
     ] + ResourceSettings.keys)
     /// Keys that may be given more than once.
     public static let repeatableKeys: Set<String> = ["env", "meta", "tag", "header"]
@@ -310,6 +310,13 @@ public struct JobSpec: Equatable, Sendable {
         if cluster == true, single["owner"] != nil {
             throw TimerdError(.badArgument, "owner= jobs live and end on one node, so they cannot be cluster jobs (cluster=yes)", key: "cluster")
         }
+        let runOn = try single["run_on"].map { text throws(TimerdError) in try Mode.parseNames(text, key: "run_on", what: "tag") } ?? []
+        if !runOn.isEmpty, cluster == false {
+            throw TimerdError(.badArgument, "run_on= places shared jobs on the cluster's nodes; a cluster=no job runs on the node that has it", key: "run_on")
+        }
+        if !runOn.isEmpty, single["owner"] != nil {
+            throw TimerdError(.badArgument, "run_on= places shared jobs on the cluster's nodes; an owner= job lives and ends on the node that has it", key: "run_on")
+        }
         if case .webhook = action,
            let key = user != nil ? "user" : group != nil ? "group"
                : (["kill_mode", "success_exit_codes", "fail_on_stderr", "log_file", "log_max_size", "log_keep"] + ResourceSettings.keys)
@@ -334,6 +341,7 @@ public struct JobSpec: Equatable, Sendable {
             misfire: misfire, misfireGrace: misfireGrace, historyLimit: historyLimit, user: user, group: group,
             cluster: cluster)
         self.killMode = killMode
+        self.runOn = runOn
         if case .webhook = action {} else {
             // A command's retries: each attempt is a run of its own (the engine's, `docs/configuration.md`).
             let (retries, backoff) = try Self.retryKeys(single)
@@ -580,6 +588,7 @@ public struct JobSpec: Equatable, Sendable {
         if let onRecovery { list.append(KeyValue("on_recovery", onRecovery.description)) }
         if historyLimit != Limits.defaultHistoryLimit { list.append(KeyValue("history_limit", String(historyLimit))) }
         if let cluster { list.append(KeyValue("cluster", cluster ? "yes" : "no")) }
+        if !runOn.isEmpty { list.append(KeyValue("run_on", runOn.joined(separator: ","))) }
         return list
     }
 

@@ -34,10 +34,18 @@ public enum Mode {
 
     /// Reads a comma-separated list of mode names (`modes=common,maintenance`).
     public static func parseList(_ text: String) throws(TimerdError) -> [String] {
+        try parseNames(text, key: "modes", what: "mode")
+    }
+
+    /// Reads a comma-separated list of names of `validName`'s shape (modes, `run_on=` and `[cluster]`
+    /// `tags` tags): spaces and tabs around each trimmed, repeats left out keeping the first order; an
+    /// empty item is an invalid `what`.
+    public static func parseNames(_ text: String, key: String, what: String) throws(TimerdError) -> [String] {
         var names: [String] = []
+        var seen: Set<String> = []  // a 64 KiB request line holds thousands
         for part in text.split(separator: ",", omittingEmptySubsequences: false) {
-            let name = try validName(String(part).trimmingSpaces, key: "modes", what: "mode")
-            if !names.contains(name) { names.append(name) }
+            let name = try validName(String(part).trimmingSpaces, key: key, what: what)
+            if seen.insert(name).inserted { names.append(name) }
         }
         return names
     }

@@ -824,8 +824,3 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
         }
     }
 }
-
-extension ClusterSettings {
-    /// Placeholder until `[cluster] tags` is read (issue24-runon).
-    var tags: [String] { [] }
-}

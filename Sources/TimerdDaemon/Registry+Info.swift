@@ -87,6 +87,7 @@ extension JobInfo {
         cluster = job.shared
         node = job.node
         waiting_reason = job.waiting
+        run_on = job.spec.runOn
         if let skip = job.lastSkip {
             last_skip = JobInfo.SkippedFire(at: RFC3339.format(skip.at), reason: job.redacted ? "(hidden)" : skip.reason)
         }

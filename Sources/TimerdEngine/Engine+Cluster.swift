@@ -33,7 +33,7 @@ extension Engine {
     /// live member may (`run_on`, a config job no member declares) or this node is not in the cluster.
     package func owner(of job: EngineJob) -> String? {
         guard job.shared, clusterRole == .member else { return nil }
-        return Placement.owner(of: job.name.rawValue, runOn: job.spec.placementTags, configJob: job.origin != .runtime, among: clusterMembers)
+        return Placement.owner(of: job.name.rawValue, runOn: job.spec.runOn, configJob: job.origin != .runtime, among: clusterMembers)
     }
 
     /// Whether this node runs the shared `job` (arms it, claims its fires).
@@ -52,7 +52,7 @@ extension Engine {
         }
         guard owner(of: job) == nil else { return nil }
         if clusterMembers.isEmpty { return "no live member in the cluster" }
-        let tags = job.spec.placementTags
+        let tags = job.spec.runOn
         let members = clusterMembers.map { "\($0.name)" + ($0.tags.isEmpty ? "" : " [\($0.tags.joined(separator: ", "))]") }
             .joined(separator: ", ")
         if job.origin != .runtime, !clusterMembers.contains(where: { $0.configJobs.contains(job.name.rawValue) }) {

@@ -26,6 +26,9 @@ extension Engine {
         if let upstream = spec.after, request.origin == .runtime, jobs[upstream] == nil || isCancelPending(jobs[upstream]!) {
             throw TimerdError(.badArgument, "after: no job named \(upstream) to follow", key: "after")
         }
+        if !spec.runOn.isEmpty, request.origin == .runtime, settings.clusterNode == nil {
+            throw TimerdError(.badArgument, "run_on= places shared jobs on a cluster's nodes; this timerd is not in cluster mode (its config has no [cluster] section)", key: "run_on")
+        }
         if let pool = spec.pool, settings.pools[pool] == nil {
             let known = settings.pools.keys.sorted()
             throw TimerdError(.badArgument, "pool: no pool named \"\(pool)\" in timerd's config ("

@@ -72,8 +72,3 @@ package enum Placement {
         return best?.name
     }
 }
-
-extension JobSpec {
-    /// The tags a node must carry to run this job (`run_on`).
-    package var placementTags: [String] { [] }
-}

@@ -81,6 +81,8 @@ public struct JobInfo: Codable, Equatable, Sendable {
     public var node: String?
     /// Cluster mode: why no node runs the shared job now (its state is then `waiting`).
     public var waiting_reason: String?
+    /// The tags a node must carry, every one, to run the shared job (`run_on=`); empty: any node.
+    public var run_on: [String] = []
 
     public struct SkippedFire: Codable, Equatable, Sendable {
         public var at: String
@@ -150,6 +152,7 @@ public struct JobInfo: Codable, Equatable, Sendable {
         try c.encode(cluster, forKey: .cluster)
         try c.encode(node, forKey: .node)
         try c.encode(waiting_reason, forKey: .waiting_reason)
+        try c.encode(run_on, forKey: .run_on)
         try c.encodeIfPresent(recent_runs, forKey: .recent_runs)
     }
 
@@ -231,6 +234,8 @@ public struct JobInfo: Codable, Equatable, Sendable {
         json.integer(pending)
         json.raw(",\"redacted\":")
         json.bool(redacted)
+        json.raw(",\"run_on\":")
+        json.strings(run_on)
         json.raw(",\"running\":")
         json.integer(running)
         json.raw(",\"runs\":")

@@ -133,6 +133,13 @@ struct CommandParserTests {
         #expect(usageError(["add", "x", "--misfre", "all"])?.message == "unknown option '--misfre' for add (did you mean '--misfire'?)")
     }
 
+    @Test func runOnFlag() throws {
+        #expect(try request(["add", "report", "--every", "1h", "--run-on", "ssd,eu-west", "--command", "true"]).encode()
+            == "ADD report every=1h run_on=ssd,eu-west command=true")
+        #expect(try request(["exec", "--run-on=gpu", "--command", "true"]).encode() == "EXEC run_on=gpu command=true")
+        #expect(CLIVerb.add.flags.first { $0.name == "run-on" }?.synopsis == "--run-on TAG[,TAG]")
+    }
+
     @Test func historySendsOneNameAndTheLimit() throws {
         let command = try CommandParser.parse(["history", "backup", "--limit", "3", "--json", "--socket", "/s"])
         #expect(command == Command(verb: .history, action: .send(.history(try JobName("backup"), limit: 3)), output: .json, socket: "/s"))

@@ -186,6 +186,19 @@ struct FormatterTests {
         #expect(JobInfoText.detail(job, now: fixedNow).contains("\ncluster:     this node's own (a)\n"))
     }
 
+    @Test func showBlockSaysWhichNodesASharedJobRunsOn() {
+        var job = JobInfo(name: "report", state: .scheduled, source: "runtime", schedule: "every 1h")
+        job.options = ["every=1h", "command=true", "cluster=yes", "run_on=ssd,eu-west"]
+        job.cluster = true
+        job.node = "b"
+        job.run_on = ["ssd", "eu-west"]
+        let text = JobInfoText.detail(job, now: fixedNow)
+        #expect(text.contains("\ncluster:     shared; runs on node b (the leader)\nrun on:      nodes tagged ssd, eu-west\n"))
+        #expect(text.contains("\noptions:     cluster=yes\n"))  // run_on has its line
+        job.run_on = []
+        #expect(!JobInfoText.detail(job, now: fixedNow).contains("run on"))
+    }
+
     @Test func showBlockWhileTheLastRunIsGoing() {
         var job = backupJob()
         job.running = 1

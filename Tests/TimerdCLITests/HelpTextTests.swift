@@ -137,6 +137,7 @@ struct HelpTextTests {
               --on-recovery URL|CMD         When the job succeeds again: POST to URL, or run CMD with /bin/sh -c (any job).
               --history-limit N             Keep the last N finished runs for 'timerctl history' (0-10000, default 100).
               --cluster yes|no              In cluster mode: share the job across nodes (default yes here, no in config files).
+              --run-on TAG[,TAG]            In cluster mode: run the shared job only on nodes with every TAG ([cluster] tags).
               --socket PATH                 Talk to timerd on PATH (see 'timerctl --help').
               -h, --help                    Show this help.
 

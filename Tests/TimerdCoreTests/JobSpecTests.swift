@@ -64,7 +64,7 @@ struct JobSpecTests {
             == Set(["in", "at", "command", "webhook", "on_failure", "on_recovery", "cron", "calendar", "timezone", "dst_gap",
                 "dst_repeat", "jitter", "fixed_jitter", "misfire", "misfire_grace", "history_limit", "cluster"]
                 + ResourceSettings.keys + ["success_exit_codes", "fail_on_stderr", "pause_after_failures", "pool", "log_file",
-                                           "log_max_size", "log_keep", "after", "after_result"]))  // covered in ResourceSettingsTests, below
+                                           "log_max_size", "log_keep", "after", "after_result", "run_on"]))  // covered in ResourceSettingsTests, below
     }
 
     @Test("success_exit_codes and fail_on_stderr say what counts as failure, only for commands")
@@ -482,7 +482,7 @@ struct JobSpecTests {
         "cpu_weight": "50", "io_weight": "50", "tasks_max": "64", "nice": "5", "ionice": "idle", "oom_score_adj": "500",
         "success_exit_codes": "0,3", "fail_on_stderr": "yes", "pause_after_failures": "3", "pool": "heavy",
         "log_file": "/var/log/x.log", "log_max_size": "1M", "log_keep": "2",
-        "after": "upstream", "after_result": "any",
+        "after": "upstream", "after_result": "any", "run_on": "ssd",
     ].merging(ProcessLimit.Kind.allCases.map { ($0.key, "1") }) { $1 }
 
     @Test("non-repeatable keys given twice", arguments: singleKeys)
@@ -529,6 +529,31 @@ struct JobSpecTests {
         }
     }
 
+    @Test("run_on takes a list of tags, trimmed and without repeats, and round-trips as one option")
+    func runOn() throws {
+        #expect(try Self.spec(opts(("every", "1s"), ("command", "x"))).runOn == [])
+        let placed = try Self.spec(opts(("every", "1s"), ("command", "x"), ("run_on", " ssd ,eu-west,\tssd, gpu.1")))
+        #expect(placed.runOn == ["ssd", "eu-west", "gpu.1"])
+        #expect(placed.options.last == KeyValue("run_on", "ssd,eu-west,gpu.1"))
+        #expect(placed.options.filter { $0.key == "run_on" }.count == 1)
+        #expect(try Self.spec(placed.options) == placed)
+        let shared = try Self.spec(opts(("every", "1s"), ("command", "x"), ("cluster", "yes"), ("run_on", "ssd"), ("tag", "t")))
+        #expect(shared.options.suffix(3) == opts(("tag", "t"), ("cluster", "yes"), ("run_on", "ssd")))
+        #expect(try Self.spec(shared.options) == shared)
+        #expect(JobSpec.publicKeys.contains("run_on"))
+        for bad in ["", "a b", "ssd,", ",ssd", "ssd,,gpu", "é", String(repeating: "a", count: 65)] {
+            expectError(.badArgument, key: "run_on", mentions: ["run_on: invalid tag", "1 to 64 letters"]) {
+                try Self.spec(opts(("every", "1s"), ("command", "x"), ("run_on", bad)))
+            }
+        }
+        expectError(.badArgument, key: "run_on", mentions: ["places shared jobs on the cluster's nodes", "a cluster=no job runs on the node that has it"]) {
+            try Self.spec(opts(("every", "1s"), ("command", "x"), ("cluster", "no"), ("run_on", "ssd")))
+        }
+        expectError(.badArgument, key: "run_on", mentions: ["places shared jobs on the cluster's nodes", "an owner= job"]) {
+            try Self.spec(opts(("every", "1s"), ("command", "x"), ("owner", "pid:42"), ("run_on", "ssd")))
+        }
+    }
+
     @Test("keys and repeatable keys")
     func keyLists() {
         #expect(JobSpec.keys == [
@@ -541,7 +566,7 @@ struct JobSpecTests {
             "limit_sigpending", "limit_msgqueue", "limit_nice", "limit_rtprio", "limit_rttime", "success_exit_codes",
             "fail_on_stderr", "pause_after_failures", "pool", "log_file", "log_max_size", "log_keep", "after", "after_result",
             "overlap", "env", "meta",
-            "cwd", "user", "group", "owner", "tag", "modes", "on_failure", "on_recovery", "history_limit", "cluster",
+            "cwd", "user", "group", "owner", "tag", "modes", "on_failure", "on_recovery", "history_limit", "cluster", "run_on",
         ])
         #expect(JobSpec.repeatableKeys == ["env", "meta", "tag", "header"])
         #expect(Set(JobSpec.keys).count == JobSpec.keys.count)

@@ -47,6 +47,7 @@ import TimerdProtocol
         info.held_since = "2026-03-29T00:00:00.500000Z"
         info.cluster = true
         info.node = text
+        info.run_on = [text, "ssd"]
         return info
     }
 
