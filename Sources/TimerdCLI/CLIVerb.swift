@@ -45,7 +45,7 @@ package enum CLIVerb: String, CaseIterable, Sendable {
         case .mode: "Show or switch the daemon's mode (jobs not in it hold their fires)."
         case .stats: "Show the daemon's counters: jobs, runs, lateness percentiles, requests, memory, uptime."
         case .watch: "Follow what happens to jobs as it happens: fires, runs, skips, changes."
-        case .cluster: "Show the cluster: this node's role, the leader, the members and etcd's health."
+        case .cluster: "Show the cluster: this node's role, the members and their jobs, and etcd's health."
         case .next: "Print the next fire times of a cron, calendar or every schedule (computed locally)."
         case .simulate: "Show what a config's jobs would do over a span of time, decision by decision (computed locally)."
         case .import: "Print timerd config for the jobs of a crontab or systemd timers, to move them (computed locally)."
@@ -198,9 +198,10 @@ package enum CLIVerb: String, CaseIterable, Sendable {
             ]
         case .cluster:
             [
-                "Only in cluster mode (a [cluster] section in timerd.conf; docs/cluster.md). The leader runs",
-                "the shared jobs; every node lists and changes them. While etcd is unavailable the node",
-                "says so here, serves reads, and refuses changes to shared jobs (cluster-unavailable).",
+                "Only in cluster mode (a [cluster] section in timerd.conf; docs/cluster.md). Each shared job",
+                "runs on one live member (its tags fitting the job's run_on); every node lists and changes them.",
+                "While etcd is unavailable the node says so here, serves reads, and refuses changes to shared",
+                "jobs (cluster-unavailable).",
             ]
         case .import:
             [

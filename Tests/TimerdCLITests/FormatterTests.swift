@@ -178,9 +178,13 @@ struct FormatterTests {
         var job = JobInfo(name: "once", state: .scheduled, source: "runtime", schedule: "in 1h")
         job.cluster = true
         job.node = "b"
-        #expect(JobInfoText.detail(job, now: fixedNow).contains("\ncluster:     shared; runs on node b (the leader)\n"))
+        #expect(JobInfoText.detail(job, now: fixedNow).contains("\ncluster:     shared; runs on node b\n"))
         job.node = nil
-        #expect(JobInfoText.detail(job, now: fixedNow).contains("\ncluster:     shared; runs on the leader (none now)\n"))
+        job.state = .waiting
+        job.waiting_reason = "no live member has every tag of run_on=gpu (members: a, b)"
+        let waiting = JobInfoText.detail(job, now: fixedNow)
+        #expect(waiting.contains("\nstate:       waiting\n"))
+        #expect(waiting.contains("\ncluster:     shared; waiting: no live member has every tag of run_on=gpu (members: a, b)\n"))
         job.cluster = false
         job.node = "a"
         #expect(JobInfoText.detail(job, now: fixedNow).contains("\ncluster:     this node's own (a)\n"))
@@ -193,7 +197,7 @@ struct FormatterTests {
         job.node = "b"
         job.run_on = ["ssd", "eu-west"]
         let text = JobInfoText.detail(job, now: fixedNow)
-        #expect(text.contains("\ncluster:     shared; runs on node b (the leader)\nrun on:      nodes tagged ssd, eu-west\n"))
+        #expect(text.contains("\ncluster:     shared; runs on node b\nrun on:      nodes tagged ssd, eu-west\n"))
         #expect(text.contains("\noptions:     cluster=yes\n"))  // run_on has its line
         job.run_on = []
         #expect(!JobInfoText.detail(job, now: fixedNow).contains("run on"))

@@ -24,7 +24,7 @@ struct HelpTextTests {
               mode      Show or switch the daemon's mode (jobs not in it hold their fires).
               stats     Show the daemon's counters: jobs, runs, lateness percentiles, requests, memory, uptime.
               watch     Follow what happens to jobs as it happens: fires, runs, skips, changes.
-              cluster   Show the cluster: this node's role, the leader, the members and etcd's health.
+              cluster   Show the cluster: this node's role, the members and their jobs, and etcd's health.
               next      Print the next fire times of a cron, calendar or every schedule (computed locally).
               simulate  Show what a config's jobs would do over a span of time, decision by decision (computed locally).
               import    Print timerd config for the jobs of a crontab or systemd timers, to move them (computed locally).

@@ -1,5 +1,6 @@
 import Synchronization
 import Testing
+import TimerdConfig
 import TimerdCore
 import TimerdEngine
 import TimerdProtocol
@@ -234,5 +235,109 @@ final class FakeGate: ClusterGate {
         await registry.applySharedJob(try JobName("r"), record([("every", "1m"), ("command", "x")], paused: true), revision: 1)
         await #expect(throws: TimerdError(.badArgument, "")) { try await registry.resume([JobName("r")], mode: .now) }
         try await registry.resume([JobName("r")], mode: .onSchedule)
+    }
+
+    func members(_ names: String...) -> [ClusterMember] { names.map { ClusterMember(name: $0) } }
+
+    /// A job name that `Placement` gives to `member` among `members` (and to `then` among `after`, if given).
+    func name(ownedBy member: String, among members: [ClusterMember], then: String? = nil, after: [ClusterMember] = [], prefix: String = "j") -> String {
+        for index in 0... {
+            let name = "\(prefix)\(index)"
+            guard Placement.owner(of: name, runOn: [], configJob: false, among: members) == member else { continue }
+            if let then, Placement.owner(of: name, runOn: [], configJob: false, among: after) != then { continue }
+            return name
+        }
+        fatalError()
+    }
+
+    @Test func eachNodeRunsItsShareAndOnlyTheJobsWhoseOwnerChangedMove() async throws {
+        let gate = FakeGate()
+        await registry.setCluster(gate)
+        let three = members("n1", "n2", "n3")
+        await registry.applyClusterView(role: .member, members: three, claims: [:], reason: "test")
+        let added = clock.wallNow
+        for index in 0..<30 {
+            await registry.applySharedJob(try JobName("s\(index)"), record([("every", "1h"), ("command", "x")], addedAt: added), revision: Int64(index + 1))
+        }
+        func here() async -> Set<String> {
+            Set(await registry.list().filter { $0.node == "n1" }.map(\.name))
+        }
+        let mine = await here()
+        let expected = Set((0..<30).map { "s\($0)" }.filter { Placement.owner(of: $0, runOn: [], configJob: false, among: three) == "n1" })
+        #expect(mine == expected && !mine.isEmpty && mine.count < 30)
+        // Every node names the same owner; show says which.
+        for index in 0..<30 {
+            let info = try await registry.show(JobName("s\(index)"))
+            #expect(info.node == Placement.owner(of: "s\(index)", runOn: [], configJob: false, among: three) && info.state == .scheduled)
+        }
+        #expect(await registry.placement().owned.values.reduce(0, +) == 30)
+        // n2 leaves: n1 keeps its jobs and takes some of n2's; n3's stay on n3.
+        let two = members("n1", "n3")
+        await registry.applyClusterView(role: .member, members: two, claims: [:], reason: "n2 left")
+        let after = await here()
+        #expect(mine.isSubset(of: after))
+        for job in after.subtracting(mine) { #expect(Placement.owner(of: job, runOn: [], configJob: false, among: three) == "n2") }
+        #expect(logged("this node (n1) runs \(after.count) of the 30 shared jobs: took over \(after.count - mine.count), gave up 0 (n2 left)"))
+        // Cut off from etcd: it runs none, and they wait, saying why.
+        await registry.applyClusterView(role: .unavailable, members: two, claims: [:], reason: "its lease may have expired")
+        #expect(await here().isEmpty)
+        let waiting = try await registry.show(JobName("s0"))
+        #expect(waiting.state == .waiting && waiting.waiting_reason == "etcd is unavailable to this node" && waiting.node == nil)
+    }
+
+    @Test func aJobNoLiveMemberMayRunWaitsAndSaysWhy() async throws {
+        await registry.setCluster(FakeGate())
+        let tagged = [ClusterMember(name: "n1", tags: ["ssd"]), ClusterMember(name: "n2", tags: ["ssd", "eu"])]
+        await registry.applyClusterView(role: .member, members: tagged, claims: [:], reason: "test")
+        await registry.applySharedJob(try JobName("eu"), record([("every", "1h"), ("run_on", "ssd,eu"), ("command", "x")]), revision: 1)
+        await registry.applySharedJob(try JobName("gpu"), record([("every", "1h"), ("run_on", "gpu"), ("command", "x")]), revision: 2)
+        let eu = try await registry.show(JobName("eu"))
+        #expect(eu.node == "n2" && eu.state == .scheduled && eu.run_on == ["ssd", "eu"])
+        let gpu = try await registry.show(JobName("gpu"))
+        #expect(gpu.state == .waiting && gpu.node == nil)
+        #expect(gpu.waiting_reason == "no live member has every tag of run_on=gpu (members: n1 [ssd], n2 [ssd, eu])")
+        let metrics = await registry.metricsText()
+        #expect(metrics.contains("timerd_cluster_waiting_jobs{node=\"n1\"} 1\n") && metrics.contains("timerd_cluster_owned_jobs{node=\"n1\"} 0\n"))
+        // A member with the tag joins: it runs there.
+        await registry.applyClusterView(role: .member, members: tagged + [ClusterMember(name: "n3", tags: ["gpu"])], claims: [:], reason: "n3 joined")
+        #expect(try await registry.show(JobName("gpu")).node == "n3")
+        // A config job (cluster = yes) only runs on members that declare it.
+        _ = try await registry.applyConfig([ConfiguredJob(spec: spec("report", ["every": "1h", "command": "x", "cluster": "yes"]), file: "/c", line: 1)], maxRunning: 4)
+        let report = try await registry.show(JobName("report"))
+        #expect(report.state == .waiting && report.waiting_reason == "no live member declares this config job (cluster = yes)")
+    }
+
+    @Test func aFollowerRunsWhereItIsPlacedWhenItsUpstreamEndsOnAnotherNode() async throws {
+        let gate = FakeGate()
+        await registry.setCluster(gate)
+        let two = members("n1", "n2")
+        await registry.applyClusterView(role: .member, members: two, claims: [:], reason: "test")
+        let up = name(ownedBy: "n2", among: two, prefix: "up")
+        let down = name(ownedBy: "n1", among: two, prefix: "down")
+        let added = WallTime(seconds: 1_800_000_000)
+        clock.setWall(added)
+        await registry.applySharedJob(try JobName(up), record([("every", "10s"), ("command", "x")], addedAt: added), revision: 1)
+        await registry.applySharedJob(try JobName(down), record([("after", up), ("command", "y")], addedAt: added), revision: 2)
+        // n2 reports a run of up that will be tried again: nothing follows yet.
+        let ended = added + .seconds(11)
+        var report = SharedRunRecord(node: "n2", run: 1, scheduled_at: (added + .seconds(10)).nanosecondsSinceEpoch,
+                                     started_at: (added + .seconds(10)).nanosecondsSinceEpoch, ended_at: ended.nanosecondsSinceEpoch,
+                                     result: "failed", exit_code: 1, http_status: nil, lateness_ms: 1, output: "", final: false)
+        await registry.noteRemoteRun(try JobName(up), report)
+        await settle(registry)
+        #expect(gate.claimCount == 0)
+        // Its last attempt succeeded: n1 claims down under the instant up ended, and runs it.
+        report.run = 2
+        report.result = "ok"
+        report.exit_code = 0
+        report.final = true
+        await registry.noteRemoteRun(try JobName(up), report)
+        await settle(registry)
+        await settle(registry)
+        let claims = gate.claims.withLock { $0 }
+        #expect(claims.count == 1 && claims.first?.job == down && claims.first?.triggered == true && claims.first?.at == ended, "\(claims)")
+        try #require(launcher.count == 1)
+        #expect(launcher.request(0).job == down && launcher.request(0).environment["TIMERD_TRIGGERED_BY"] == up)
+        #expect(launcher.request(0).environment["TIMERD_SCHEDULED_AT"] == RFC3339.format(ended))
     }
 }
