@@ -509,6 +509,9 @@ struct ClusterTests {
         #expect(try cluster.nodes[leader].request(cluster.addLine("bulk7")) == "OK")
         // More than one transaction holds: refused whole, with what to do.
         for index in 0..<130 { #expect(try cluster.nodes[other].request(cluster.addLine("many\(index)", every: "1h", extra: "tag=many")) == "OK") }
+        #expect(try eventually(timeout: 2, "node \(leader) to list them all") {
+            try cluster.nodes[leader].listNames().filter { $0.hasPrefix("many") }.count == 130
+        })
         for verb in ["CANCEL", "PAUSE"] {
             let refused = try cluster.nodes[leader].request("\(verb) tag=many")
             #expect(refused.hasPrefix("ERR bad-argument the request selects 130 shared jobs; a cluster changes at most 128"), "\(refused)")
