@@ -4,7 +4,8 @@
 SWIFT        ?= swift
 # openssl and python3: the webhook tests' throwaway CA and HTTP(S) server. tzdata: the zones of cron
 # and calendar jobs. python3-venv: the test oracles' virtual environment (croniter, from PyPI).
-# libsqlite3-dev: the durable state store (state.db). etcd-server: the cluster tests' etcd.
+# libsqlite3-dev: the durable state store (state.db). etcd-server: the etcd of the cluster tests and of
+# `make bench`'s cluster scenario.
 # libsystemd-dev: the headers of CTimerdSystemd (timerd loads libsystemd itself only under systemd).
 APT_PACKAGES := libsystemd-dev libcurl4-openssl-dev libsqlite3-dev pkg-config systemd openssl python3 python3-venv tzdata etcd-server
 # The cron tests compare timerd with croniter (an independent implementation) in this venv.
@@ -69,8 +70,9 @@ help:
 	@echo "make test-install  build, then check install/uninstall into a temporary DESTDIR"
 	@echo "make deb           build dist/timerd_VERSION_ARCH.deb (debian/, dpkg-buildpackage) and lintian it"
 	@echo "make test-deb      make deb, then check the package's fields, files and scripts"
-	@echo "make bench         benchmarks (about 12 minutes): lateness vs systemd timers, 100,000 jobs,"
-	@echo "                   runs/s, idle cost; report and plot in bench/results/ (docs/performance.md)"
+	@echo "make bench         benchmarks (about 14 minutes): lateness vs systemd timers, 100,000 jobs,"
+	@echo "                   runs/s, idle cost, cluster fires/s on etcd; report and plot in bench/results/"
+	@echo "                   (docs/performance.md)"
 	@echo "make bench-state   durability: cost per durable ADD, lateness while writing, kill -9 loop"
 	@echo "make fuzz          libFuzzer: each harness (protocol config duration calendar core) for"
 	@echo "                   FUZZ_SECONDS (default 600) in turn; FUZZ_TARGETS=protocol runs some; crashes"

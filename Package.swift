@@ -51,7 +51,7 @@ let package = Package(
         .executableTarget(name: "timerd", dependencies: ["TimerdDaemon"]),
         .executableTarget(name: "timerctl", dependencies: ["TimerdCLI"]),
         // The benchmark driver behind `make bench` (bench/run.sh); not installed.
-        .executableTarget(name: "timerd-bench", dependencies: ["TimerdProtocol", "TimerdSystem"]),
+        .executableTarget(name: "timerd-bench", dependencies: ["TimerdProtocol", "TimerdSystem", "TimerdCluster"]),
         // For the tests only: where they find timerd, timerctl (TIMERD_TEST_BIN_DIR, see the Makefile's test
         // target) and timerd-test-helper.
         .target(name: "TimerdTestSupport", path: "Tests/TestSupport"),

@@ -3,10 +3,11 @@
 # timerd-bench (the Makefile builds them first). Environment:
 #   BENCH_OUT      where results go (default bench/results; not under /tmp: the systemd peer runs in a
 #                  namespace with its own /tmp)
-#   BENCH_SECONDS  length of each lateness window (default 60)
+#   BENCH_SECONDS  length of each lateness window (default 60), and of the cluster window (default 20)
 #   BENCH_LOADS    lateness loads in jobs (= fires per second), comma-separated (default 1000,200)
 #   BENCH_SCALE    jobs in the scale test (default 100000)
 #   BENCH_PEERS    "systemd" (default) or "none"
+#   BENCH_CLUSTER_LOADS  cluster runs as NODES:FIRES_PER_SECOND, comma-separated (default 1:2000,3:3000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -58,9 +59,13 @@ if [ -z "$nginx" ]; then
 fi
 only=scale,throughput,idle
 [ -n "$nginx" ] && only=$only,webhooks
+# The cluster scenario's etcd: Debian's etcd-server (the Makefile's set-up installs it).
+etcd=$(command -v etcd || true)
+if [ -n "$etcd" ]; then only=$only,cluster; else echo "(no etcd on PATH, Debian's etcd-server: the cluster scenario is skipped)"; fi
 
 "$bin/timerd-bench" run --timerd "$bin/timerd" --probe "$out/probe" --out "$out" \
-    --seconds "$seconds" --loads "$loads" --scale-jobs "$scale" --only "$only" ${nginx:+--nginx "$nginx"}
+    --seconds "$seconds" --loads "$loads" --scale-jobs "$scale" --only "$only" ${nginx:+--nginx "$nginx"} \
+    ${etcd:+--etcd "$etcd"} --cluster-seconds "${BENCH_SECONDS:-20}" --cluster-loads "${BENCH_CLUSTER_LOADS:-1:2000,3:3000}"
 "$bin/timerd-bench" report --out "$out" > /dev/null
 gnuplot "$out/lateness.gp"
 echo

@@ -34,6 +34,7 @@ struct Report {
         var text = "# timerd benchmark\n\n"
         text += environment() + "\n"
         text += issueTable()
+        text += clusterTable()
         var series: [Series] = []
         let loads = latenessLoads()
         for jobs in loads {
@@ -97,6 +98,7 @@ struct Report {
             text += "completed (\(hooks.requests_ok) ok, \(hooks.requests_failed) failed, \(hooks.skipped) fires missed), "
             text += "at most \(hooks.max_threads) daemon threads.\n\n"
         }
+        text += clusterSection()
         if let idle = load(IdleResult.self, "idle.json") {
             text += "## Idle\n\n"
             if let empty = idle.empty_rss_kb, let added = idle.jobs_rss_kb {

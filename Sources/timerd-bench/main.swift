@@ -5,17 +5,23 @@ import TimerdSystem
 // timerd (a release build) on a socket in the output directory and drives it over the control socket.
 
 let usage = """
-    usage: timerd-bench run --timerd PATH --probe PATH --out DIR [--launcher PATH] [--seconds S] [--loads N,N]
+    usage: timerd-bench run --timerd PATH [--probe PATH] --out DIR [--launcher PATH] [--seconds S] [--loads N,N]
                             [--scale-jobs N] [--throughput-jobs N] [--throughput-seconds S]
-                            [--webhook-jobs N] [--nginx PATH] [--idle-seconds S] [--only LIST]
+                            [--webhook-jobs N] [--nginx PATH] [--idle-seconds S]
+                            [--cluster-loads NODES:RATE,…] [--cluster-seconds S] [--etcd PATH] [--only LIST]
            timerd-bench report --out DIR
 
     run      lateness (N jobs every second for S seconds, for each N in --loads, default 1000,200;
              S default 60; with --launcher, the bare C launcher of bench/launcher.c runs the same
              schedule after timerd at each load, as the floor), scale (--scale-jobs, default 100000), throughput (--throughput-jobs each
              due every second, default 3000, for 20 s) and idle (default 60 s); --only picks some of
-             lateness,scale,throughput,webhooks,idle; webhooks (--webhook-jobs each due every
-             second, default 8000, to a local nginx given by --nginx). Results go to DIR/*.json.
+             lateness,scale,throughput,webhooks,idle,cluster; webhooks (--webhook-jobs each due every
+             second, default 8000, to a local nginx given by --nginx); cluster (for each NODES:RATE of
+             --cluster-loads, default 1:2000,3:3000: NODES timerd nodes on a real etcd on loopback,
+             1 member for 1 node, else 3; --etcd default /usr/bin/etcd; sharing RATE webhook jobs
+             each due every second, for --cluster-seconds, default 20; DIR/cluster-NODES.json).
+             Results go to DIR/*.json. --probe (bench/probe.c,
+             built) is needed by lateness and scale.
     report   DIR/report.md, CDF files and DIR/lateness.gp from the results (and peers' results) in DIR.
     dispatch-timers N, dispatch-idle [global]
              the bare Dispatch programs the scale and idle scenarios measure for comparison.
@@ -54,12 +60,13 @@ do {
         try Report(out: out).write()
         exit(0)
     }
-    guard let timerd = options["timerd"], let probe = options["probe"] else {
+    let only = Set((options["only"] ?? "lateness,scale,throughput,webhooks,idle,cluster").split(separator: ",").map(String.init))
+    // Only the lateness and scale scenarios run the probe.
+    guard let timerd = options["timerd"], let probe = options["probe"] ?? (only.isDisjoint(with: ["lateness", "scale"]) ? "" : nil) else {
         CurrentProcess.writeToStderr(usage)
         exit(2)
     }
     let setup = Setup(timerd: timerd, probe: probe, out: out, launcher: options["launcher"])
-    let only = Set((options["only"] ?? "lateness,scale,throughput,webhooks,idle").split(separator: ",").map(String.init))
     let seconds = number("seconds", 60)
     if only.contains("lateness") {
         for load in (options["loads"] ?? "1000,200").split(separator: ",") {
@@ -92,6 +99,21 @@ do {
     if only.contains("idle") {
         print("idle …")
         try Measure.writeJSON(try runIdle(setup, seconds: number("idle-seconds", 60)), to: "\(out)/idle.json")
+    }
+    if only.contains("cluster") {
+        let etcd = options["etcd"] ?? "/usr/bin/etcd"
+        guard FileManager.default.isExecutableFile(atPath: etcd) else {
+            throw BenchError("cluster: no etcd at \(etcd) (Debian's etcd-server; or give --etcd PATH)")
+        }
+        let clusterSeconds = number("cluster-seconds", 20)
+        for load in (options["cluster-loads"] ?? "1:2000,3:3000").split(separator: ",") {
+            let parts = load.split(separator: ":").map { Int($0) }
+            guard parts.count == 2, let nodes = parts[0], let rate = parts[1], nodes > 0, rate > 0 else {
+                throw BenchError("--cluster-loads: not NODES:RATE: \(load)")
+            }
+            print("cluster: \(nodes) node\(nodes == 1 ? "" : "s"), \(rate) shared webhook jobs every second for \(Int(clusterSeconds)) s …")
+            try Measure.writeJSON(try runCluster(setup, etcd: etcd, nodes: nodes, jobs: rate, seconds: clusterSeconds), to: "\(out)/cluster-\(nodes).json")
+        }
     }
 } catch {
     CurrentProcess.writeToStderr("timerd-bench: \(error)\n")
