@@ -15,10 +15,8 @@ struct ClusterResult: Codable {
     var offered_per_second: Double
     /// Scheduled instants counted: those due in [window start, window start + seconds).
     var seconds: Double
-    /// Until every node listed every node as a member (and agreed on the leader, if any reports one).
+    /// Until every node listed every node as a member.
     var formed_seconds: Double
-    /// The leader every node named once the cluster was formed (nil: none reported one).
-    var leader: String?
     var register_seconds: Double
     /// Each `ADD`'s round trip: job i's grid starts within it of its target phase i/J.
     var add_ms: Summary?
@@ -42,10 +40,10 @@ struct ClusterResult: Codable {
     /// ten 100 ms buckets: the fullest over the mean (1.0: perfectly even).
     var phase_peak_over_mean: Double?
     var node_results: [ClusterNodeResult]
-    /// Whether the nodes' `STATS` had `cluster_claims` (the claim transactions' own counts and round trip).
+    /// Whether the nodes' `CLUSTER` had `claims` (the claim transactions' own counts and round trip).
     var claims_reported: Bool
-    /// Without `cluster_claims`: 200 sequential claim-shaped etcd transactions from this program (timerd's
-    /// own etcd client) right after the window, while the jobs still fire, and again once the nodes stopped.
+    /// The floor: 200 sequential claim-shaped etcd transactions from this program (timerd's own etcd
+    /// client) right after the window, while the jobs still fire, and again once the nodes stopped.
     var client_txn_ms: Summary?
     var client_txn_idle_ms: Summary?
     /// CPU seconds each etcd member used in the window.
@@ -68,7 +66,7 @@ struct ClusterNodeResult: Codable {
     var claims: ClaimCounts?
 }
 
-/// `cluster_claims` of `STATS`: transactions and fires claimed in the window (differences), and the
+/// `claims` of `CLUSTER`: transactions and fires claimed in the window (differences), and the
 /// transactions' round trip percentiles at its end.
 struct ClaimCounts: Codable {
     var transactions: Int
@@ -130,8 +128,7 @@ func runCluster(_ setup: Setup, etcd etcdBinary: String, nodes count: Int, jobs:
     }
     let clients = try nodes.map { try BenchClient(socket: $0.socket) }
 
-    // Formed: every node lists every node in `members`. Today one node leads; if any node names a leader,
-    // all must name the same one (a design without a leader names none, and the members suffice).
+    // Formed: every node is a member and lists every node in `members`.
     var infos: [[String: Any]] = []
     while true {
         infos = try clients.map { try jsonReply($0, "CLUSTER") }
@@ -139,16 +136,13 @@ func runCluster(_ setup: Setup, etcd etcdBinary: String, nodes count: Int, jobs:
             let members = (info["members"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String }
             return Set(members) == Set(names) && !["connecting", "unavailable"].contains(info["role"] as? String ?? "")
         }
-        let leaders = infos.map { $0["leader"] as? String }
-        let agreed = leaders.allSatisfy { $0 == nil } || (leaders[0] != nil && leaders.allSatisfy { $0 == leaders[0] })
-        if everyone && agreed { break }
+        if everyone { break }
         if Measure.seconds(since: started) > 60 {
             throw BenchError("the cluster did not form within 60 s; CLUSTER: \(infos.map { "\($0)" }.joined(separator: "; ")); logs in \(directory)")
         }
         usleep(50_000)
     }
     let formed = Measure.seconds(since: started)
-    let leader = infos[0]["leader"] as? String
 
     // One request at a time, not pipelined: an `every` job's grid starts when the node handles its ADD,
     // and each shared ADD waits for etcd, so `start` is computed as each is sent to put job i's fires at
@@ -182,27 +176,26 @@ func runCluster(_ setup: Setup, etcd etcdBinary: String, nodes count: Int, jobs:
     let windowEnd = windowStart + Int64(whole) * 1_000_000_000
     sleepUntilWall(windowStart)
     let statsBefore = try clients.map { try jsonReply($0, "STATS") }
+    let clusterBefore = try clients.map { try jsonReply($0, "CLUSTER") }
     let cpuBefore = try nodes.map { try $0.probe.cpuSeconds() }
     let etcdCPUBefore = etcd.pids.map { (try? ProcessProbe(pid: $0).cpuSeconds()) ?? 0 }
     sleepUntilWall(windowEnd)
     let statsAfter = try clients.map { try jsonReply($0, "STATS") }
+    let clusterAfter = try clients.map { try jsonReply($0, "CLUSTER") }
     let cpu = try nodes.indices.map { try nodes[$0].probe.cpuSeconds() - cpuBefore[$0] }
     let etcdCPU = etcd.pids.indices.map { ((try? ProcessProbe(pid: etcd.pids[$0]).cpuSeconds()) ?? 0) - etcdCPUBefore[$0] }
     let load = Measure.loadAverage()
 
-    let claimsReported = statsAfter.contains { $0["cluster_claims"] is [String: Any] }
+    let claimsReported = clusterAfter.contains { $0["claims"] is [String: Any] }
     let grace = 3.0
-    var clientTxn: [Double] = []
-    if !claimsReported {
-        // The fallback: the round trip of a claim-shaped transaction as a client sees it, in the same load.
-        clientTxn = try etcdTxnRoundTrips(etcd.clientURLs, key: prefix + "bench-txn/", count: 200)
-    }
+    // The floor: the round trip of a claim-shaped transaction as a client sees it, in the same load.
+    let clientTxn = try etcdTxnRoundTrips(etcd.clientURLs, key: prefix + "bench-txn/", count: 200)
     sleepUntilWall(windowEnd + Int64(grace * 1e9))
     let deliveries = server.received
     let roles = try clients.map { try jsonReply($0, "CLUSTER")["role"] as? String }
     stopAll(nodes)
     nodes = []
-    let clientTxnIdle = claimsReported ? [] : try etcdTxnRoundTrips(etcd.clientURLs, key: prefix + "bench-txn/", count: 200)
+    let clientTxnIdle = try etcdTxnRoundTrips(etcd.clientURLs, key: prefix + "bench-txn/", count: 200)
 
     // Deliveries: duplicates over the whole run, the window's fires, how late they arrived.
     struct Fire: Hashable {
@@ -241,8 +234,8 @@ func runCluster(_ setup: Setup, etcd etcdBinary: String, nodes count: Int, jobs:
     let nodeResults = names.indices.map { index in
         let before = statsBefore[index], after = statsAfter[index]
         var claims: ClaimCounts?
-        if let end = after["cluster_claims"] as? [String: Any] {
-            let start = before["cluster_claims"] as? [String: Any] ?? [:]
+        if let end = clusterAfter[index]["claims"] as? [String: Any] {
+            let start = clusterBefore[index]["claims"] as? [String: Any] ?? [:]
             claims = ClaimCounts(
                 transactions: Int((jsonNumber(end["transactions"]) ?? 0) - (jsonNumber(start["transactions"]) ?? 0)),
                 fires: Int((jsonNumber(end["fires"]) ?? 0) - (jsonNumber(start["fires"]) ?? 0)),
@@ -258,7 +251,7 @@ func runCluster(_ setup: Setup, etcd etcdBinary: String, nodes count: Int, jobs:
     return ClusterResult(
         nodes: count, etcd_members: etcd.clientURLs.count,
         etcd_data: etcd.directory, etcd_file_system: fileSystemOf(etcd.directory), jobs: jobs, offered_per_second: Double(jobs),
-        seconds: Double(whole), formed_seconds: formed, leader: leader, register_seconds: registerSeconds,
+        seconds: Double(whole), formed_seconds: formed, register_seconds: registerSeconds,
         add_ms: Summary(milliseconds: addMilliseconds),
         expected_fires: expected, delivered: delivered, delivered_per_second: Double(delivered) / Double(whole),
         missed: max(0, expected - delivered), grace_seconds: grace, received_per_second: Double(received) / Double(whole),
@@ -277,16 +270,16 @@ private func stopAll(_ nodes: [BenchDaemon]) {
 }
 
 /// `count` sequential transactions shaped like timerd's claim of a fire (docs/cluster.md, "Claims"):
-/// compare a leader key's create revision and the claim key's mod revision, put the claim; through
+/// compare a member key's create revision and the claim key's mod revision, put the claim; through
 /// timerd's own etcd client (libcurl, reused connections). Their round trips in ms.
 func etcdTxnRoundTrips(_ endpoints: [String], key: String, count: Int) throws -> [Double] {
     let client = try EtcdClient(endpoints: endpoints, requestTimeout: .seconds(5))
-    let leaderKey = key + "leader", claimKey = key + "claims/job"
+    let memberKey = key + "members/timerd-bench", claimKey = key + "claims/job"
     let created = try client.txn(
-        compare: [.createRevision(leaderKey, equals: 0)], success: [.put(leaderKey, value: Array("timerd-bench".utf8))],
-        failure: [.get(leaderKey)])
-    guard let leaderRevision = created.succeeded ? created.revision : created.ranges.first?.first?.createRevision else {
-        throw BenchError("etcd: cannot create \(leaderKey)")
+        compare: [.createRevision(memberKey, equals: 0)], success: [.put(memberKey, value: Array("timerd-bench".utf8))],
+        failure: [.get(memberKey)])
+    guard let memberRevision = created.succeeded ? created.revision : created.ranges.first?.first?.createRevision else {
+        throw BenchError("etcd: cannot create \(memberKey)")
     }
     var known = try client.get(claimKey).kvs.first?.modRevision ?? 0
     var samples: [Double] = []
@@ -294,8 +287,8 @@ func etcdTxnRoundTrips(_ endpoints: [String], key: String, count: Int) throws ->
         let value = Array("{\"at\":\(wallNanoseconds()),\"node\":\"timerd-bench-\(index)\"}".utf8)
         let start = Measure.now()
         let result = try client.txn(
-            compare: [.createRevision(leaderKey, equals: leaderRevision), .modRevision(claimKey, equals: known)],
-            success: [.put(claimKey, value: value)], failure: [.get(leaderKey), .get(claimKey)])
+            compare: [.createRevision(memberKey, equals: memberRevision), .modRevision(claimKey, equals: known)],
+            success: [.put(claimKey, value: value)], failure: [.get(memberKey), .get(claimKey)])
         samples.append(Measure.seconds(since: start) * 1000)
         guard result.succeeded else { throw BenchError("etcd: a claim-shaped transaction failed its compare") }
         known = result.revision
