@@ -38,7 +38,7 @@ package enum ClusterText {
         }
         if info.members.isEmpty { lines.append(("members", "none known")) }
         var jobs = "\(info.shared_jobs) shared, under \(info.prefix)"
-        if info.waiting_jobs > 0 { jobs += "; \(info.waiting_jobs) waiting: no live member may run \(info.waiting_jobs == 1 ? "it" : "them") (run_on)" }
+        if info.waiting_jobs > 0 { jobs += "; \(info.waiting_jobs) waiting: no node runs \(info.waiting_jobs == 1 ? "it" : "them") now (show says why)" }
         lines.append(("jobs", jobs))
         if let claims = info.claims {
             lines.append(("claims", "\(claims.fires.counted("fire")) in \(claims.transactions.counted("transaction")), round trip p50 "

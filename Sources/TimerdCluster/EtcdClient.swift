@@ -175,9 +175,10 @@ public final class EtcdClient: Sendable {
     /// "created" within `requestTimeout`). A member
     /// that loses its quorum later keeps the stream open but sends nothing new (etcd's gateway does not
     /// ask for a leader); callers that care check `status()` or their own keepalives.
-    public func watch(_ key: String, prefix: Bool, from startRevision: Int64, stop: WatchStop,
+    /// `end`: the keys from `key` up to (not including) `end` instead.
+    public func watch(_ key: String, prefix: Bool, end: String? = nil, from startRevision: Int64, stop: WatchStop,
                       onCreated: (Int64) -> Void, onEvents: ([EtcdEvent], Int64) -> Void) -> WatchEnd {
-        let body = EtcdWire.encode(EtcdWire.watch(key, prefix: prefix, from: startRevision))
+        let body = EtcdWire.encode(EtcdWire.watch(key, prefix: prefix, end: end, from: startRevision))
         let first = preferred.load(ordering: .relaxed)
         var failures: [String] = []
         for offset in 0..<endpoints.count {

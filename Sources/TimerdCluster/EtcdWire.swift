@@ -136,8 +136,9 @@ enum EtcdWire {
         TxnRequest(compare: compare.map(Self.compare), success: success.map(operation), failure: failure.map(operation))
     }
 
-    static func watch(_ key: String, prefix: Bool, from revision: Int64) -> WatchRequest {
+    static func watch(_ key: String, prefix: Bool, end: String? = nil, from revision: Int64) -> WatchRequest {
         var request = range(key, prefix: prefix)
+        if let end { request.range_end = base64(Array(end.utf8)) }
         if revision > 0 { request.start_revision = String(revision) }
         return WatchRequest(create_request: request)
     }

@@ -94,7 +94,7 @@ public struct ClusterSettings: Equatable, Sendable {
     /// This node's name (`node`, default the host name); unique in the cluster.
     public var node = ""
     /// The lease that proves a node alive (`lease_ttl`, default 10s): a node that stops renewing it loses
-    /// its leadership this long after its last renewal.
+    /// its membership (and its share of the shared jobs) this long after its last renewal.
     public var leaseTTL: Duration = .seconds(10)
     /// This node's tags (`tags = ssd, eu-west`), which a shared job's `run_on=` asks for; none by default.
     public var tags: [String] = []

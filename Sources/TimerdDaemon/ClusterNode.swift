@@ -21,8 +21,10 @@ import TimerdSystem
 ///   different jobs due together go in one transaction. Fires by an upstream's run (`after=`) are claimed
 ///   the same way in `triggers/JOB`, so that `claims/JOB` stays the last instant of the job's own
 ///   schedule, which a new owner goes on from.
-/// - The shared jobs (`jobs/NAME`), the members, the claims, the mode and finished runs reach every node
-///   through one watch of the whole prefix.
+/// - Finished runs of shared jobs go to the other nodes in batches, one `reports/NODE` write each.
+/// - The shared jobs (`jobs/NAME`), the members, the mode and the run reports reach every node through
+///   one watch of the keys from `jobs/` to `reports/` (not the claims: only a job's owner needs them, and
+///   a node taking jobs over reads them then).
 ///
 /// Blocking etcd calls happen on this class's own queues (session, claims, runs, writes) and its watch
 /// queue, never on the registry's.
@@ -53,10 +55,8 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
 
     /// A finished run waiting to be published.
     private struct PendingRun {
-        var key: String
-        var value: [UInt8]
+        var record: SharedRunRecord
         var job: JobName
-        var run: Int
     }
 
     private struct State {
@@ -73,8 +73,8 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
         var synced = false
         var watching = false
         var watchStop: WatchStop?
-        /// Each claim key's (`claims/JOB`, `triggers/JOB`) mod revision and instant (ns), from the watch
-        /// and this node's own claims.
+        /// Each claim key's (`claims/JOB`, `triggers/JOB`) mod revision and instant (ns), as this node
+        /// last read or claimed it.
         var claimRevisions: [String: Int64] = [:]
         var lastClaimed: [String: Int64] = [:]
         var stopped = false
@@ -92,7 +92,7 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
         /// Finished runs waiting to be published, and whether a batch is being written.
         var pendingRuns: [PendingRun] = []
         var publishing = false
-        /// Claim transactions made, fires claimed in them, their last round trips (ms).
+        /// Claim transactions made, fires claimed (won or lost), the transactions' last round trips (ms).
         var claimTransactions = 0
         var claimFires = 0
         var claimRoundTrips: [Double] = []
@@ -104,7 +104,7 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
     private func jobKey(_ name: String) -> String { settings.prefix + "jobs/" + name }
     private func claimKey(_ name: String) -> String { settings.prefix + "claims/" + name }
     private func triggerKey(_ name: String) -> String { settings.prefix + "triggers/" + name }
-    private func runKey(_ name: String) -> String { settings.prefix + "runs/" + name }
+    private var reportKey: String { settings.prefix + "reports/" + node }
 
     init(settings: ClusterSettings, node: String, registry: Registry, log: Logger) throws(EtcdError) {
         self.settings = settings
@@ -253,6 +253,7 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
 
     /// etcd answered and this node holds a lease: it is a member (again) if it was not.
     private func connected(_ detail: String) {
+        if state.withLock({ $0.role != .member }) { refreshClaims() }
         var previous = ClusterRole.connecting
         var problem: String?
         transition { state in
@@ -295,6 +296,23 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
     private func transition(_ change: (inout State) -> (@Sendable (isolated Registry) -> Void)?) {
         state.withLock { state in
             if let update = change(&state) { registry.enqueue(update) }
+        }
+    }
+
+    /// Reads every claim (`claims/`, `triggers/`) before this node takes jobs over: where their schedules
+    /// go on from, and what its claims compare against. If etcd does not answer, what this node knows
+    /// serves: its claims still fail for any instant already claimed.
+    private func refreshClaims() {
+        var read: [(key: String, revision: Int64, at: Int64?)] = []
+        for folder in ["claims/", "triggers/"] {
+            guard let (kvs, _) = try? client.get(settings.prefix + folder, prefix: true) else { continue }
+            for kv in kvs { read.append((kv.key, kv.modRevision, try? Payload.decode(ClaimRecord.self, from: kv.valueString).at)) }
+        }
+        state.withLock { state in
+            for item in read {
+                state.claimRevisions[item.key] = max(state.claimRevisions[item.key] ?? 0, item.revision)
+                if let at = item.at { state.lastClaimed[item.key] = max(state.lastClaimed[item.key] ?? at, at) }
+            }
         }
     }
 
@@ -402,7 +420,9 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
                 return state.watchRevision
             }
             guard let from else { return }
-            let end = client.watch(settings.prefix, prefix: true, from: from, stop: stop, onCreated: { _ in }) { [self] events, revision in
+            // jobs/, members/, mode, reports/ (sorted between them); not claims/, triggers/.
+            let end = client.watch(settings.prefix + "jobs/", prefix: false, end: settings.prefix + "reports0", from: from, stop: stop,
+                                   onCreated: { _ in }) { [self] events, revision in
                 handle(events)
                 state.withLock { $0.watchRevision = max($0.watchRevision, revision + 1) }
             }
@@ -427,7 +447,7 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
     }
 
     private enum Key {
-        case job(JobName), claim, run(JobName), member(String), mode, other
+        case job(JobName), claim, report(String), member(String), mode, other
     }
 
     private func parse(_ key: String) -> Key {
@@ -437,7 +457,7 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
             rest.starts(with: folder.utf8) ? String(Substring(rest.dropFirst(folder.utf8.count))) : nil
         }
         if let name = after("claims/") ?? after("triggers/") { return name.isEmpty ? .other : .claim }
-        if let name = after("runs/") { return (try? JobName(name)).map(Key.run) ?? .other }
+        if let name = after("reports/") { return .report(name) }
         if let name = after("jobs/") { return (try? JobName(name)).map(Key.job) ?? .other }
         if let name = after("members/") { return .member(name) }
         if String(Substring(rest)) == "mode" { return .mode }
@@ -449,19 +469,6 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
         for event in events {
             let kv = event.kv
             switch (parse(kv.key), event.kind) {
-            case (.claim, .put):
-                // Other owners' claims (and this node's own): where a job goes on from if this node takes
-                // it over, and what a claim compares against.
-                let at = try? Payload.decode(ClaimRecord.self, from: kv.valueString).at
-                state.withLock { state in
-                    state.claimRevisions[kv.key] = max(state.claimRevisions[kv.key] ?? 0, kv.modRevision)
-                    if let at { state.lastClaimed[kv.key] = max(state.lastClaimed[kv.key] ?? at, at) }
-                }
-            case (.claim, .delete):
-                state.withLock { state in
-                    state.claimRevisions[kv.key] = nil
-                    state.lastClaimed[kv.key] = nil
-                }
             case (.job(let name), .put):
                 guard let record = try? Payload.decode(SharedJobRecord.self, from: kv.valueString) else {
                     log.error("cluster: \(kv.key) does not hold a job record; ignored")
@@ -475,10 +482,10 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
             case (.mode, .put):
                 let mode = kv.valueString
                 registry.enqueue { $0.applyClusterMode(mode) }
-            case (.run(let name), .put):
-                if let record = try? Payload.decode(SharedRunRecord.self, from: kv.valueString), record.node != node {
-                    registry.enqueue { $0.noteRemoteRun(name, record) }
-                }
+            case (.report(let from), .put):
+                guard from != node, let batch = try? Payload.decode(RunReports.self, from: kv.valueString) else { continue }
+                let runs = batch.runs.compactMap { record in (try? JobName(record.job ?? "")).map { ($0, record) } }
+                registry.enqueue { registry in for (name, record) in runs { registry.noteRemoteRun(name, record) } }
             case (.member(let name), .put):
                 // Renewals rewrite the record with the same content: only a new member or new tags or
                 // config jobs change the placement.
@@ -501,7 +508,10 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
                 break
             }
         }
-        if membersChanged { transition { view($0, reason: "the members changed") } }
+        if membersChanged {
+            refreshClaims()
+            transition { view($0, reason: "the members changed") }
+        }
     }
 
     // MARK: - Claims (ClusterGate)
@@ -551,6 +561,7 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
     /// them changed meanwhile; a fire already claimed (by this node or another) is lost, the others are
     /// tried again.
     private func decideClaims(_ batch: [PendingClaim]) -> [(PendingClaim, ClaimOutcome)] {
+        state.withLock { $0.claimFires += batch.count }
         let snapshot = state.withLock { (role: $0.role, member: $0.memberRevision, leaseDeadline: $0.leaseDeadline) }
         guard snapshot.role == .member, snapshot.member != 0 else {
             return batch.map { ($0, .lost("this node is not a live member of the cluster")) }
@@ -585,7 +596,6 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
             let milliseconds = Double((clock.monotonicNow - started).nanoseconds) / 1_000_000
             state.withLock { state in
                 state.claimTransactions += 1
-                state.claimFires += open.count
                 if state.claimRoundTrips.count >= 1_024 { state.claimRoundTrips.removeFirst(state.claimRoundTrips.count - 1_023) }
                 state.claimRoundTrips.append(milliseconds)
             }
@@ -626,9 +636,16 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
         return ClusterInfo.ClaimStats(transactions: transactions, fires: fires, p50_ms: rank(0.5), p99_ms: rank(0.99))
     }
 
-    /// Publishes a finished run under `runs/JOB`; runs finishing together go in one transaction.
+    /// The most a report batch carries: etcd takes requests up to 1.5 MiB (`--max-request-bytes`), and a
+    /// run's output tail is up to 4 KiB.
+    static let maxReportBytes = 512 * 1_024
+
+    /// Tells the other nodes of a finished run: runs finishing together go in one write of
+    /// `reports/NODE`, which every node's watch delivers (under the lease: it goes with the node).
     func publishRun(_ job: JobName, _ record: SharedRunRecord) {
-        let pending = PendingRun(key: runKey(job.rawValue), value: Array(Payload.encode(record).utf8), job: job, run: record.run)
+        var record = record
+        record.job = job.rawValue
+        let pending = PendingRun(record: record, job: job)
         let start = state.withLock { state -> Bool in
             state.pendingRuns.append(pending)
             guard !state.publishing else { return false }
@@ -638,30 +655,32 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
         if start { publishQueue.async { [self] in drainRuns() } }
     }
 
-    /// On publishQueue: writes what is waiting, a batch of distinct keys at a time.
+    /// On publishQueue: writes what is waiting, a batch at a time.
     private func drainRuns() {
         while true {
-            let batch = state.withLock { state -> [PendingRun] in
+            let (batch, lease) = state.withLock { state -> ([PendingRun], Int64) in
                 guard !state.pendingRuns.isEmpty else {
                     state.publishing = false
-                    return []
+                    return ([], 0)
                 }
-                var keys = Set<String>()
-                var taken: [PendingRun] = []
-                var rest: [PendingRun] = []
+                var bytes = 0
+                var count = 0
                 for run in state.pendingRuns {
-                    if taken.count < Self.maxClaimsPerTransaction, keys.insert(run.key).inserted { taken.append(run) } else { rest.append(run) }
+                    bytes += run.record.output.utf8.count + 256
+                    if count > 0, bytes > Self.maxReportBytes { break }
+                    count += 1
                 }
-                state.pendingRuns = rest
-                return taken
+                let taken = Array(state.pendingRuns.prefix(count))
+                state.pendingRuns.removeFirst(count)
+                return (taken, state.lease)
             }
             guard !batch.isEmpty else { return }
+            let value = Array(Payload.encode(RunReports(runs: batch.map(\.record))).utf8)
             do throws(EtcdError) {
-                _ = try client.txn(compare: [], success: batch.map { .put($0.key, value: $0.value) })
+                _ = try client.put(reportKey, value, lease: lease)
             } catch {
-                for run in batch {
-                    log.warning(job: run.job.rawValue, "cluster: cannot publish run \(run.run) to the other nodes: \(Self.describe(error))")
-                }
+                log.warning("cluster: cannot tell the other nodes of \(batch.count.counted("finished run")) "
+                            + "(\(Set(batch.map(\.job.rawValue)).sorted().prefix(5).joined(separator: ", "))…): \(Self.describe(error))")
             }
         }
     }
@@ -706,7 +725,7 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
     func createJob(_ name: JobName, _ record: SharedJobRecord) async throws(TimerdError) -> Int64 {
         let key = jobKey(name.rawValue)
         let value = Array(Payload.encode(record).utf8)
-        let stale = [claimKey(name.rawValue), triggerKey(name.rawValue), runKey(name.rawValue)].map { EtcdOperation.delete($0) }
+        let stale = [claimKey(name.rawValue), triggerKey(name.rawValue)].map { EtcdOperation.delete($0) }
         let result = try await write { client throws(EtcdError) in
             try client.txn(
                 compare: [.createRevision(key, equals: 0)],
@@ -753,7 +772,7 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
         return result.revision
     }
 
-    /// Deletes shared jobs (one transaction), then their claims and last runs. Those go afterwards, in
+    /// Deletes shared jobs (one transaction), then their claims. Those go afterwards, in
     /// slices, each only while none of its jobs was added again; they need not all go (a job created
     /// under the name deletes them first). etcd takes at most 128 operations in a transaction
     /// (`--max-txn-ops`), and the jobs alone may be that many.
@@ -767,10 +786,10 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
                 do throws(EtcdError) {
                     _ = try client.txn(compare: slice.map { .createRevision(jobKey($0.rawValue), equals: 0) },
                                        success: slice.flatMap { name in
-                                           [claimKey(name.rawValue), triggerKey(name.rawValue), runKey(name.rawValue)].map { EtcdOperation.delete($0) }
+                                           [claimKey(name.rawValue), triggerKey(name.rawValue)].map { EtcdOperation.delete($0) }
                                        })
                 } catch {
-                    return log.warning("cluster: cannot delete the claims and last runs of cancelled jobs: \(Self.describe(error)); they go when a job of the name is added again")
+                    return log.warning("cluster: cannot delete the claims of cancelled jobs: \(Self.describe(error)); they go when a job of the name is added again")
                 }
             }
         }

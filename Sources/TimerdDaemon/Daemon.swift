@@ -459,7 +459,7 @@ public actor Daemon {
 
     /// Stops in the reverse order of start, each phase bounded so a wedged part cannot keep timerd from
     /// exiting: stop accepting clients (and the metrics timer), leave the cluster (the lease is revoked,
-    /// so another node leads at once), let the runs finish within `stop_grace` (then SIGKILL), close the
+    /// so the other members take its jobs over at once), let the runs finish within `stop_grace` (then SIGKILL), close the
     /// connections, wait for the state to be on disk, flush the log. A second signal while stopping kills the runs at once.
     private func stop(signal: Signal) async {
         guard !stopping else {

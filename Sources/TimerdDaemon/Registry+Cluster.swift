@@ -89,12 +89,17 @@ extension Registry {
         noteStatusChange()
     }
 
-    /// How many shared jobs each live member runs, and how many no member can take, as this node sees it.
+    /// How many shared jobs each live member runs, and how many scheduled ones no member can take (the
+    /// jobs `show` says are waiting), as this node sees it.
     func placement() -> (owned: [String: Int], waiting: Int) {
         var owned: [String: Int] = [:]
         var waiting = 0
         for job in engine.liveJobs where job.shared {
-            if let owner = engine.owner(of: job) { owned[owner, default: 0] += 1 } else { waiting += 1 }
+            if let owner = engine.owner(of: job) {
+                owned[owner, default: 0] += 1
+            } else if job.state == .scheduled {
+                waiting += 1
+            }
         }
         return (owned, waiting)
     }

@@ -27,8 +27,8 @@ extension Registry {
         return "state not saved (\(reason)): changes refused; "
     }
 
-    /// `cluster: 3 members, runs 4 of 12 shared jobs; `, `cluster: etcd unavailable; ` (nothing on a
-    /// single host).
+    /// `cluster: 3 members, runs 4 of 12 shared jobs; `, `cluster: etcd unavailable, shared jobs stopped; `
+    /// (nothing on a single host).
     func clusterStatus() -> String {
         guard cluster != nil else { return "" }
         switch engine.clusterRole {

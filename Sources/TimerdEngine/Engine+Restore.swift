@@ -32,7 +32,7 @@ extension Engine {
             nextJobID += 1
             noteNameUsed(name)
             job.civil = item.civil
-            // A cached cluster job: the leader runs it, and etcd's copy replaces this one once connected.
+            // A cached cluster job: its owner runs it, and etcd's copy replaces this one once connected.
             job.shared = item.stored.shared && settings.clusterNode != nil && job.spec.owner == nil
             if item.stored.shared, !job.shared { log(.notice, name, "was a cluster job; without [cluster] it is now this node's own") }
             job.runs = item.stored.runs

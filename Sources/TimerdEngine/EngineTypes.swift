@@ -161,7 +161,7 @@ package enum FireOutcome: String, Sendable, Equatable {
     case held
     /// Waiting behind a run still going (`overlap=queue`/`replace`).
     case queued
-    /// Waiting for a run slot (`max_running`) or a cluster claim.
+    /// Waiting for a run slot (`max_running`, a pool).
     case waiting
 }
 
@@ -212,7 +212,7 @@ package enum Decision: Sendable, Equatable {
     case held(JobName, scheduled: WallTime, reason: String)
     /// Run `run` failed and its fire is tried again (`retries`): attempt `attempt` in `after`.
     case retrying(JobName, run: Int, attempt: Int, after: Duration, reason: String)
-    /// A fire waiting behind a run, for a run slot, or for a cluster claim.
+    /// A fire waiting behind a run or for a run slot.
     case queued(JobName, scheduled: WallTime, reason: String)
     /// A job left the table; its tags and owner as they were, for `WATCH tag=T` (it is gone by the time
     /// the decision is carried out).

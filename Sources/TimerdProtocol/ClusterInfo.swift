@@ -19,7 +19,7 @@ public struct ClusterInfo: Codable, Equatable, Sendable {
     public var members: [Member]
     /// Shared jobs this node knows of.
     public var shared_jobs: Int
-    /// Shared jobs no live member can take (`run_on` tags no member has), as this node sees it.
+    /// Scheduled shared jobs no node runs now (`show` says `waiting`, and why), as this node sees it.
     public var waiting_jobs: Int
     /// Fire claims this node made in etcd (`null` before the first).
     public var claims: ClaimStats?
@@ -42,7 +42,7 @@ public struct ClusterInfo: Codable, Equatable, Sendable {
         }
     }
 
-    /// This node's fire claims: etcd transactions made, fires claimed (won or lost) in them, and the
+    /// This node's fire claims: etcd transactions made, fires claimed (each once, won or lost), and the
     /// transactions' round trips in milliseconds (nearest-rank percentiles over the last 1,024).
     public struct ClaimStats: Codable, Equatable, Sendable {
         public var transactions: Int
@@ -122,8 +122,8 @@ public struct ClusterInfo: Codable, Equatable, Sendable {
 }
 
 /// What etcd holds for the cluster, as JSON values under the cluster's prefix (`docs/cluster.md`):
-/// `jobs/NAME` a `SharedJobRecord`, `claims/NAME` a `ClaimRecord`, `runs/NAME` a `SharedRunRecord`,
-/// `members/NODE` a `MemberRecord`, `mode` the cluster's mode.
+/// `jobs/NAME` a `SharedJobRecord`, `claims/NAME` and `triggers/NAME` a `ClaimRecord`, `reports/NODE` a
+/// `RunReports`, `members/NODE` a `MemberRecord`, `mode` the cluster's mode.
 public struct SharedJobRecord: Codable, Equatable, Sendable {
     /// The job's options (`JobSpec.options`), as [key, value] pairs in order.
     public var options: [[String]]
@@ -154,9 +154,17 @@ public struct ClaimRecord: Codable, Equatable, Sendable {
     }
 }
 
-/// The last finished run of a shared job, published by the node that ran it so every node's history
-/// has it.
+/// Finished runs of shared jobs, published together by the node that ran them (`reports/NODE`), so every
+/// node's history has them.
+public struct RunReports: Codable, Equatable, Sendable {
+    public var runs: [SharedRunRecord]
+    public init(runs: [SharedRunRecord]) { self.runs = runs }
+}
+
+/// A finished run of a shared job, as the node that ran it tells the others.
 public struct SharedRunRecord: Codable, Equatable, Sendable {
+    /// The job (set in a `RunReports` batch).
+    public var job: String?
     public var node: String
     public var run: Int
     public var scheduled_at: Int64?

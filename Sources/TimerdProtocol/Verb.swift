@@ -38,7 +38,7 @@ public enum Verb: String, Sendable, Hashable, CaseIterable {
     case next = "NEXT"
     /// `HISTORY` on the wire.
     case history = "HISTORY"
-    /// Cluster mode: the members, the leader, this node's role and etcd's health (`docs/cluster.md`).
+    /// Cluster mode: the members and their jobs, this node's role and etcd's health (`docs/cluster.md`).
     case cluster = "CLUSTER"
     /// A job's last due fires and what became of each (`WHY NAME [limit=N]`).
     case why = "WHY"

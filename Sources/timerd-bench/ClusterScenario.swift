@@ -122,7 +122,7 @@ func runCluster(_ setup: Setup, etcd etcdBinary: String, nodes count: Int, jobs:
             etcd = \(etcd.clientURLs.joined(separator: ", "))
             node = \(name)
             prefix = \(prefix)
-            lease_ttl = 3s
+            lease_ttl = 10s
 
             """))
     }

@@ -126,7 +126,7 @@ extension Report {
         rows.append(("Load at the window's end", { $0.load_average.map { self.fmt($0, 2) } ?? "–" }))
 
         var text = "## Cluster: shared webhook fires\n\n"
-        text += "N timerd nodes (`lease_ttl = 3s`, `max_running = 1000`) share webhook jobs each due every second, phases "
+        text += "N timerd nodes (`lease_ttl = 10s`, `max_running = 1000`) share webhook jobs each due every second, phases "
         text += "spread evenly, added on node 1. The target, a loopback HTTP server in timerd-bench, answers 200 at once and "
         text += "records the job and `scheduled_at` of each request's body: a fire is delivered when its (job, instant) "
         text += "arrives; one that arrives again is a duplicate. Runs per node are the differences of each node's `STATS` "

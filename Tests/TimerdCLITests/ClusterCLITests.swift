@@ -32,7 +32,7 @@ struct ClusterCLITests {
             lease:    694d7f3e2c1a0b09, ttl 10s, 8.2s left
             members:  a  pid 812  runs 101 jobs
                       b           runs 1 job     tags ssd
-            jobs:     103 shared, under /timerd/; 1 waiting: no live member may run it (run_on)
+            jobs:     103 shared, under /timerd/; 1 waiting: no node runs it now (show says why)
             claims:   1520 fires in 412 transactions, round trip p50 2.1 ms, p99 6.3 ms
             etcd:     http://127.0.0.1:2379  healthy  etcd-1, raft leader, 3.4.23
                       http://127.0.0.1:2479  unavailable: connection refused
