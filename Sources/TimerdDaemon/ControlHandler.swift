@@ -192,7 +192,12 @@ struct ControlHandler: Sendable {
             // right after a fire or a PAUSE shows them.
             await registry.flushFireRecords()
             registry.store?.flush()
-            return .ok(Payload.encode(try dueFires(name, limit: limit ?? ControlCommand.defaultWhyLimit, withReasons: !info.redacted)))
+            var fires = try dueFires(name, limit: limit ?? ControlCommand.defaultWhyLimit, withReasons: !info.redacted)
+            // A shared job no node runs now: its next fire waits, and why comes first.
+            if info.state == .waiting, let next = info.next_fire {
+                fires.insert(DueFire(scheduled: next, outcome: "waiting", reason: info.redacted ? nil : info.waiting_reason.map { "no node runs it: " + $0 }), at: 0)
+            }
+            return .ok(Payload.encode(fires))
         case .next(let options):
             let query = try NextFireQuery(options: options.map { KeyValue($0.key, $0.value) })
             let zone = try query.timezone.map { name throws(TimerdError) in try SystemTimeZones.zone(named: name) }

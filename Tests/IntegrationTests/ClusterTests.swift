@@ -279,6 +279,8 @@ struct ClusterTests {
             #expect((info["waiting_reason"] as? String)?.hasPrefix("no live member has every tag of run_on=gpu (members: a [ssd], b [ssd, eu], c)") == true, "\(info)")
             #expect(cluster.cluster(index)?["waiting_jobs"] as? Int == 1)
         }
+        let why = try cluster.nodes[1].ctl("why", "gpu")
+        #expect(why.status == 0 && why.stdout.contains("waiting") && why.stdout.contains("no node runs it: no live member has every tag of run_on=gpu"), "\(why.stdout)")
         let shown = try cluster.nodes[2].ctl("show", "gpu")
         #expect(shown.stdout.contains("state:       waiting") && shown.stdout.contains("run on:      nodes tagged gpu"), "\(shown.stdout)")
         // b stops: eu has no node left, and says so; the ssd jobs all go to a.
