@@ -203,7 +203,8 @@ extension Engine {
         if shared.paused, job.state == .scheduled { job.state = .paused }
         jobs[name] = job
         persistJob(job)
-        log(.info, name, "added (cluster, on node \(shared.node)): \(job.spec.schedule.summary): \(job.spec.action.summary)")
+        let placed = clusterRole != .member ? "" : owner(of: job).map { "; runs on node \($0)" } ?? "; waiting: \(whyNotPlaced(job) ?? "")"
+        log(.info, name, "added (cluster, on node \(shared.node)): \(job.spec.schedule.summary): \(job.spec.action.summary)\(placed)")
         decide(.added(name, origin: "cluster"))
         if job.state == .scheduled { arm(job) }
         runMissed(job)

@@ -296,6 +296,7 @@ final class FakeGate: ClusterGate {
         let gpu = try await registry.show(JobName("gpu"))
         #expect(gpu.state == .waiting && gpu.node == nil)
         #expect(gpu.waiting_reason == "no live member has every tag of run_on=gpu (members: n1 [ssd], n2 [ssd, eu])")
+        #expect(logged("; waiting: no live member has every tag of run_on=gpu") && logged("; runs on node n2"))
         let metrics = await registry.metricsText()
         #expect(metrics.contains("timerd_cluster_waiting_jobs{node=\"n1\"} 1\n") && metrics.contains("timerd_cluster_owned_jobs{node=\"n1\"} 0\n"))
         // A member with the tag joins: it runs there.
