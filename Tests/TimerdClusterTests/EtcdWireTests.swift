@@ -39,6 +39,9 @@ import Testing
     @Test func watchRequest() {
         #expect(json(EtcdWire.watch("w/", prefix: true, from: 0)) == #"{"create_request":{"key":"dy8=","range_end":"dzA="}}"#)
         #expect(json(EtcdWire.watch("w", prefix: false, from: 12)) == #"{"create_request":{"key":"dw==","start_revision":"12"}}"#)
+        // A range [key, end): cluster mode watches jobs/ to reports/ ("p/jobs/" to "p/reports0").
+        #expect(json(EtcdWire.watch("p/jobs/", prefix: false, end: "p/reports0", from: 5))
+            == #"{"create_request":{"key":"cC9qb2JzLw==","range_end":"cC9yZXBvcnRzMA==","start_revision":"5"}}"#)
     }
 
     @Test func rangeReply() throws {
