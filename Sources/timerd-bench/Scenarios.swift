@@ -51,7 +51,6 @@ func runLateness(_ setup: Setup, jobs: Int, seconds: Double) throws -> LatenessR
     defer { daemon.stop() }
     let samplesPath = "\(setup.out)/\(name).samples"
     Measure.truncate(samplesPath)
-    let watcher = try FireWatcher(socket: daemon.socket, filter: "tag=bench")
     let client = try BenchClient(socket: daemon.socket)
     let lines = (0..<jobs).map { index in
         let phase = 2_000_000_000 + index * 1_000_000_000 / jobs
@@ -61,6 +60,8 @@ func runLateness(_ setup: Setup, jobs: Int, seconds: Double) throws -> LatenessR
     let errors = try client.pipeline(lines)
     let registerSeconds = Measure.seconds(since: registerStart)
     guard errors.isEmpty else { throw BenchError("ADD failed: \(errors[0])") }
+    // After the jobs (`WATCH tag=T` of a tag no job has is an error), before their first fires (2 s on).
+    let watcher = try FireWatcher(socket: daemon.socket, filter: "tag=bench")
     // Every job has fired at least once (first fires within 3 s) before the window opens.
     Measure.sleep(seconds: 4)
     Measure.truncate(samplesPath)
@@ -135,13 +136,14 @@ func runScale(_ setup: Setup, jobs: Int) throws -> ScaleResult {
     defer { daemon.stop() }
     let fastPath = "\(setup.out)/scale-fast.samples"
     Measure.truncate(fastPath)
-    let watcher = try FireWatcher(socket: daemon.socket, filter: "tag=fast")
     let client = try BenchClient(socket: daemon.socket)
     let fastJobs = 5
     for index in 0..<fastJobs {
         let reply = try client.request("ADD fast\(index) every=100ms tag=fast -- \(setup.probe) \(fastPath) 100000000 0")
         guard reply == "OK" else { throw BenchError("ADD fast\(index): \(reply)") }
     }
+    // After the jobs: `WATCH tag=T` of a tag no job has is an error.
+    let watcher = try FireWatcher(socket: daemon.socket, filter: "tag=fast")
     Measure.sleep(seconds: 1)
     Measure.truncate(fastPath)
     let rssBefore = try daemon.residentBytes()
