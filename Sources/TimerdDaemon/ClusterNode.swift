@@ -518,7 +518,7 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
 
     /// The most claims in one transaction: each is a compare and a put, with this node's member key's
     /// compare besides, and etcd takes at most 128 operations per branch (`--max-txn-ops`).
-    static let maxClaimsPerTransaction = 100
+    static let maxClaimsPerTransaction = 127
 
     /// Claims the fire at `instant`. Claims that arrive while a transaction is out go together in the
     /// next: no waiting when fires are few, one round trip for many when they are many.
