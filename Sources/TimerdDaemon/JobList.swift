@@ -9,9 +9,10 @@ import TimerdProtocol
 /// the client's socket, as it is written: `stream`). A job added or cancelled meanwhile may or may not be
 /// listed, as with any snapshot taken in steps; a job listed is described as it was at one instant.
 enum JobList {
-    /// Jobs snapshotted per turn of the registry's queue: about half a millisecond (a millisecond or
-    /// two while another client keeps the second core busy).
-    static let slice = 250
+    /// Jobs snapshotted per turn of the registry's queue: a fifth of a millisecond or so. With 250 a
+    /// turn the 100 ms jobs' lateness during a `LIST` of 100,000 went above 2 ms in 6 of 8 runs, with 100
+    /// in 2 of 9, with 50 no better and the `LIST` slower (docs/performance.md, "LIST slices").
+    static let slice = 100
 
     /// Where names are sorted: never the registry's queue, and not the control queue either (other
     /// clients are served there).
