@@ -38,8 +38,10 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
     private let ttlSeconds: Int64
 
     private let sessionQueue = DispatchQueue(label: "timerd.cluster.session")
-    private let claimQueue = DispatchQueue(label: "timerd.cluster.claims")
-    private let publishQueue = DispatchQueue(label: "timerd.cluster.runs")
+    /// Fires waiting for their claim, and finished runs waiting to be published: each a batch at a time,
+    /// what arrived meanwhile in the next (set once, at the end of `init`).
+    private var claims: Batches<PendingClaim>!
+    private var reports: Batches<PendingRun>!
     private let writeQueue = DispatchQueue(label: "timerd.cluster.writes")
     private let watchQueue = DispatchQueue(label: "timerd.cluster.watch")
     private let deadlineQueue = DispatchQueue(label: "timerd.cluster.deadline")
@@ -47,14 +49,14 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
     private let deadlineTimer: any DispatchSourceTimer
 
     /// A fire waiting for its claim.
-    private struct PendingClaim {
+    private struct PendingClaim: Sendable {
         var key: String
         var at: Int64
         var done: @Sendable (ClaimOutcome) -> Void
     }
 
     /// A finished run waiting to be published.
-    private struct PendingRun {
+    private struct PendingRun: Sendable {
         var record: SharedRunRecord
         var job: JobName
     }
@@ -86,12 +88,6 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
         var members: [String: MemberRecord] = [:]
         /// The shared config jobs this node declares (in its `members/NODE`).
         var configJobs: [String] = []
-        /// Fires waiting for their claim, and whether a batch is being claimed.
-        var pendingClaims: [PendingClaim] = []
-        var claiming = false
-        /// Finished runs waiting to be published, and whether a batch is being written.
-        var pendingRuns: [PendingRun] = []
-        var publishing = false
         /// Claim transactions made, fires claimed (won or lost), the transactions' last round trips (ms).
         var claimTransactions = 0
         var claimFires = 0
@@ -120,6 +116,10 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
         client = try EtcdClient(endpoints: settings.endpoints, tls: tls, requestTimeout: timeout)
         sessionTimer = DispatchSource.makeTimerSource(queue: sessionQueue)
         deadlineTimer = DispatchSource.makeTimerSource(queue: deadlineQueue)
+        claims = Batches(label: "timerd.cluster.claims", split: Self.claimBatch) { [unowned self] batch in
+            for (claim, outcome) in decideClaims(batch) { claim.done(outcome) }
+        }
+        reports = Batches(label: "timerd.cluster.runs", split: Self.reportBatch) { [unowned self] batch in publish(batch) }
     }
 
     /// Connects (and keeps reconnecting) in the background; returns at once.
@@ -324,9 +324,9 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
             ClusterMember(name: name, tags: record.tags, configJobs: Set(record.config_jobs))
         }.sorted { $0.name < $1.name }
         let base = settings.prefix + "claims/"
-        var claims: [String: WallTime] = [:]
+        var claims: [JobName: WallTime] = [:]
         for (key, at) in state.lastClaimed where key.hasPrefix(base) {
-            claims[String(key.dropFirst(base.count))] = WallTime(nanosecondsSinceEpoch: at)
+            if let name = try? JobName(String(key.dropFirst(base.count))) { claims[name] = WallTime(nanosecondsSinceEpoch: at) }
         }
         let claimed = claims
         return { $0.applyClusterView(role: role, members: members, claims: claimed, reason: reason) }
@@ -524,37 +524,19 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
     /// next: no waiting when fires are few, one round trip for many when they are many.
     func claim(_ job: JobName, at instant: WallTime, triggered: Bool, done: @escaping @Sendable (ClaimOutcome) -> Void) {
         let key = triggered ? triggerKey(job.rawValue) : claimKey(job.rawValue)
-        let pending = PendingClaim(key: key, at: instant.nanosecondsSinceEpoch, done: done)
-        let start = state.withLock { state -> Bool in
-            state.pendingClaims.append(pending)
-            guard !state.claiming else { return false }
-            state.claiming = true
-            return true
-        }
-        if start { claimQueue.async { [self] in drainClaims() } }
+        claims.add(PendingClaim(key: key, at: instant.nanosecondsSinceEpoch, done: done))
     }
 
-    /// On claimQueue: claims what is waiting, a batch at a time (distinct keys: etcd refuses two puts of
-    /// one key in a transaction; a second fire of a job waits for the next batch).
-    private func drainClaims() {
-        while true {
-            let batch = state.withLock { state -> [PendingClaim] in
-                guard !state.pendingClaims.isEmpty else {
-                    state.claiming = false
-                    return []
-                }
-                var keys = Set<String>()
-                var taken: [PendingClaim] = []
-                var rest: [PendingClaim] = []
-                for claim in state.pendingClaims {
-                    if taken.count < Self.maxClaimsPerTransaction, keys.insert(claim.key).inserted { taken.append(claim) } else { rest.append(claim) }
-                }
-                state.pendingClaims = rest
-                return taken
-            }
-            guard !batch.isEmpty else { return }
-            for (claim, outcome) in decideClaims(batch) { claim.done(outcome) }
+    /// The next claims to make together: distinct keys (etcd refuses two puts of one key in a
+    /// transaction; a second fire of a job waits for the next batch), at most `maxClaimsPerTransaction`.
+    private static func claimBatch(_ waiting: [PendingClaim]) -> (batch: [PendingClaim], rest: [PendingClaim]) {
+        var keys = Set<String>()
+        var batch: [PendingClaim] = []
+        var rest: [PendingClaim] = []
+        for claim in waiting {
+            if batch.count < maxClaimsPerTransaction, keys.insert(claim.key).inserted { batch.append(claim) } else { rest.append(claim) }
         }
+        return (batch, rest)
     }
 
     /// Claims each fire under its key (`claims/JOB` or `triggers/JOB`), in one transaction while none of
@@ -645,43 +627,29 @@ final class ClusterNode: ClusterGate, @unchecked Sendable {
     func publishRun(_ job: JobName, _ record: SharedRunRecord) {
         var record = record
         record.job = job.rawValue
-        let pending = PendingRun(record: record, job: job)
-        let start = state.withLock { state -> Bool in
-            state.pendingRuns.append(pending)
-            guard !state.publishing else { return false }
-            state.publishing = true
-            return true
-        }
-        if start { publishQueue.async { [self] in drainRuns() } }
+        reports.add(PendingRun(record: record, job: job))
     }
 
-    /// On publishQueue: writes what is waiting, a batch at a time.
-    private func drainRuns() {
-        while true {
-            let (batch, lease) = state.withLock { state -> ([PendingRun], Int64) in
-                guard !state.pendingRuns.isEmpty else {
-                    state.publishing = false
-                    return ([], 0)
-                }
-                var bytes = 0
-                var count = 0
-                for run in state.pendingRuns {
-                    bytes += run.record.output.utf8.count + 256
-                    if count > 0, bytes > Self.maxReportBytes { break }
-                    count += 1
-                }
-                let taken = Array(state.pendingRuns.prefix(count))
-                state.pendingRuns.removeFirst(count)
-                return (taken, state.lease)
-            }
-            guard !batch.isEmpty else { return }
-            let value = Array(Payload.encode(RunReports(runs: batch.map(\.record))).utf8)
-            do throws(EtcdError) {
-                _ = try client.put(reportKey, value, lease: lease)
-            } catch {
-                log.warning("cluster: cannot tell the other nodes of \(batch.count.counted("finished run")) "
-                            + "(\(Set(batch.map(\.job.rawValue)).sorted().prefix(5).joined(separator: ", "))…): \(Self.describe(error))")
-            }
+    /// The next runs to report together: the oldest, up to `maxReportBytes` (at least one).
+    private static func reportBatch(_ waiting: [PendingRun]) -> (batch: [PendingRun], rest: [PendingRun]) {
+        var bytes = 0
+        var count = 0
+        for run in waiting {
+            bytes += run.record.output.utf8.count + 256
+            if count > 0, bytes > maxReportBytes { break }
+            count += 1
+        }
+        return (Array(waiting.prefix(count)), Array(waiting.dropFirst(count)))
+    }
+
+    private func publish(_ batch: [PendingRun]) {
+        let lease = state.withLock { $0.lease }
+        let value = Array(Payload.encode(RunReports(runs: batch.map(\.record))).utf8)
+        do throws(EtcdError) {
+            _ = try client.put(reportKey, value, lease: lease)
+        } catch {
+            log.warning("cluster: cannot tell the other nodes of \(batch.count.counted("finished run")) "
+                        + "(\(Set(batch.map(\.job.rawValue)).sorted().prefix(5).joined(separator: ", "))…): \(Self.describe(error))")
         }
     }
 

@@ -82,10 +82,8 @@ extension Registry {
 
     /// This node's role or the live members changed: shared jobs move to their owners, each going on from
     /// the last instant claimed in etcd (`claims`, by job name).
-    func applyClusterView(role: ClusterRole, members: [ClusterMember], claims: [String: WallTime], reason: String) {
-        var named: [JobName: WallTime] = [:]
-        for (name, time) in claims { if let name = try? JobName(name) { named[name] = time } }
-        deliver(.clusterView(ClusterView(role: role, members: members, claims: named, reason: reason)))
+    func applyClusterView(role: ClusterRole, members: [ClusterMember], claims: [JobName: WallTime], reason: String) {
+        deliver(.clusterView(ClusterView(role: role, members: members, claims: claims, reason: reason)))
         noteStatusChange()
     }
 

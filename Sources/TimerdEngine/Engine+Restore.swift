@@ -61,8 +61,8 @@ extension Engine {
 
     /// Sets a job's next fire after a restart and queues the fires it missed in `replays` according to
     /// its `misfire` policy (`runMissed` starts them). Interval jobs keep their phase. `missedWhile` says
-    /// when the fires were missed (for the log); with `runMissed` false (a cluster node that does not
-    /// lead) the job is only positioned.
+    /// when the fires were missed (for the log); with `runMissed` false (a shared job another
+    /// cluster node runs) the job is only positioned.
     mutating func catchUp(
         _ job: EngineJob, configJob: Bool, paused: Bool = false,
         missedWhile: String = "while timerd was not running", runMissed: Bool = true

@@ -274,8 +274,8 @@ extension Engine {
         if changed > 0 { log(.notice, "time zone rules changed for \(changed.counted("calendar job")); re-armed") }
     }
 
-    /// A shared job's next fire as a node that does not lead sees it: the schedule's next time after now.
-    func followerNextFire(_ job: EngineJob, at now: Instant) -> WallTime? {
+    /// A shared job's next fire as a node that does not run it sees it: the schedule's next time after now.
+    func scheduleNextFire(_ job: EngineJob, at now: Instant) -> WallTime? {
         switch job.spec.schedule {
         case .every(let interval, _):
             guard let anchor = job.anchorWall else { return nil }

@@ -384,7 +384,7 @@ package struct Engine: Sendable {
     /// input). A shared job another node runs: the schedule's next time.
     package func nextFire(_ job: EngineJob, at now: Instant) -> WallTime? {
         guard job.state == .scheduled else { return nil }
-        if job.shared, !runsHere(job) { return followerNextFire(job, at: now) }
+        if job.shared, !runsHere(job) { return scheduleNextFire(job, at: now) }
         if let mono = job.nextMono { return now.wall(of: mono) }
         return job.nextWall
     }

@@ -377,7 +377,7 @@ struct ClusterTests {
         #expect(try cluster.nodes[follower].request(cluster.addLine("still")) == "OK")
         let owner = try cluster.owner(of: "still", from: 0)
         #expect(eventually(timeout: 10, "two runs of still") { cluster.runs("still").count >= 2 })
-        // The member etcd's raft leader is on hangs with its connections open: etcd elects another leader
+        // The member etcd's raft owner is on hangs with its connections open: etcd elects another owner
         // (a second or two without writes), and timerd's requests and watches must move on.
         let statuses = try EtcdClient(endpoints: cluster.etcd.clientURLs).status()
         let raftLeader = try #require(statuses.firstIndex { $0.healthy && $0.leaderID == $0.memberID }, "\(statuses)")
@@ -392,7 +392,7 @@ struct ClusterTests {
                 try cluster.nodes[index].listNames().contains("later")
             })
         }
-        print("cluster: with the etcd raft leader's member frozen, a change reached every node in \(String(format: "%.2f", Date().timeIntervalSince(added))) s")
+        print("cluster: with the etcd raft owner's member frozen, a change reached every node in \(String(format: "%.2f", Date().timeIntervalSince(added))) s")
         let before = cluster.runs("still").count
         #expect(eventually(timeout: 10, "still to go on running") { cluster.runs("still").count >= before + 3 })
         try cluster.waitForMembers()
@@ -432,11 +432,11 @@ struct ClusterTests {
         let cluster = try ClusterFixture()
         try cluster.waitForMembers()
         #expect(try cluster.nodes[0].request(cluster.addLine("beat", extra: "misfire=once misfire_grace=1s")) == "OK")
-        let leader = cluster.index(of: try #require(try cluster.owner(of: "beat", from: 0)))
+        let owner = cluster.index(of: try #require(try cluster.owner(of: "beat", from: 0)))
         #expect(eventually(timeout: 10, "three runs of beat") { cluster.runs("beat").count >= 3 })
         let killedAt = Date().timeIntervalSince1970
-        kill(cluster.nodes[leader].process.processIdentifier, SIGKILL)
-        let oldName = cluster.nodeNames[leader]
+        kill(cluster.nodes[owner].process.processIdentifier, SIGKILL)
+        let oldName = cluster.nodeNames[owner]
         let limit = Double(ClusterFixture.leaseTTL) + 1
         #expect(eventually(timeout: limit + 5, "another node to run beat") { cluster.runs("beat").contains { $0.node != oldName } })
         #expect(eventually(timeout: 5, "two more runs after the takeover") { cluster.runs("beat").filter { $0.node != oldName }.count >= 3 })
@@ -503,7 +503,7 @@ struct ClusterTests {
     @Test func cancellingMoreSharedJobsThanATransactionHoldsRemovesThemAll() throws {
         let cluster = try ClusterFixture()
         try cluster.waitForMembers()
-        let (leader, other) = (0, 1)
+        let (first, other) = (0, 1)
         // Each has a claim and a last run in etcd: with its job key, more than etcd takes in one transaction.
         for index in 0..<60 { #expect(try cluster.nodes[other].request(cluster.addLine("bulk\(index)", extra: "tag=bulk")) == "OK") }
         #expect(eventually(timeout: 10, "each job to run") { (0..<60).allSatisfy { !cluster.runs("bulk\($0)").isEmpty } })
@@ -513,14 +513,14 @@ struct ClusterTests {
             #expect(try eventually(timeout: 2, "node \(index) to drop them") { try !cluster.nodes[index].listNames().contains { $0.hasPrefix("bulk") } })
         }
         // Their names are free again in the cluster.
-        #expect(try cluster.nodes[leader].request(cluster.addLine("bulk7")) == "OK")
+        #expect(try cluster.nodes[first].request(cluster.addLine("bulk7")) == "OK")
         // More than one transaction holds: refused whole, with what to do.
         for index in 0..<130 { #expect(try cluster.nodes[other].request(cluster.addLine("many\(index)", every: "1h", extra: "tag=many")) == "OK") }
-        #expect(try eventually(timeout: 2, "node \(leader) to list them all") {
-            try cluster.nodes[leader].listNames().filter { $0.hasPrefix("many") }.count == 130
+        #expect(try eventually(timeout: 2, "node \(first) to list them all") {
+            try cluster.nodes[first].listNames().filter { $0.hasPrefix("many") }.count == 130
         })
         for verb in ["CANCEL", "PAUSE"] {
-            let refused = try cluster.nodes[leader].request("\(verb) tag=many")
+            let refused = try cluster.nodes[first].request("\(verb) tag=many")
             #expect(refused.hasPrefix("ERR bad-argument the request selects 130 shared jobs; a cluster changes at most 128"), "\(refused)")
         }
         #expect(try cluster.nodes[other].listNames().filter { $0.hasPrefix("many") }.count == 130)
@@ -564,8 +564,8 @@ struct ClusterTests {
         let cluster = try ClusterFixture()
         try cluster.waitForMembers()
         #expect(try cluster.nodes[1].request(cluster.addLine("steady")) == "OK")
-        let leader = cluster.index(of: try #require(try cluster.owner(of: "steady", from: 0)))
-        let follower = (leader + 1) % 3
+        let owner = cluster.index(of: try #require(try cluster.owner(of: "steady", from: 0)))
+        let follower = (owner + 1) % 3
         #expect(eventually(timeout: 10, "two runs of steady") { cluster.runs("steady").count >= 2 })
 
         // One member down (the first URL, where every node starts): writes and runs go on.
@@ -575,7 +575,7 @@ struct ClusterTests {
         #expect(eventually(timeout: 10, "steady to go on running") { cluster.runs("steady").count >= before + 3 })
         #expect(eventually(timeout: 5, "second to run") { !cluster.runs("second").isEmpty })
         #expect(try cluster.nodes[follower].request("CANCEL second") == "OK")
-        #expect(try cluster.owner(of: "steady", from: follower) == cluster.nodeNames[leader], "steady did not move")
+        #expect(try cluster.owner(of: "steady", from: follower) == cluster.nodeNames[owner], "steady did not move")
         let endpoints = cluster.cluster(follower)?["etcd"] as? [[String: Any]] ?? []
         #expect(endpoints.filter { $0["healthy"] as? Bool == false }.count == 1, "\(endpoints)")
 
@@ -591,12 +591,12 @@ struct ClusterTests {
         #expect(refused.hasPrefix("ERR cluster-unavailable "), "\(refused)")
         #expect(try cluster.nodes[follower].request("PAUSE steady").hasPrefix("ERR cluster-unavailable "))
         #expect(try cluster.nodes[follower].listNames().contains("steady"))
-        let waiting = try cluster.nodes[leader].show("steady")
+        let waiting = try cluster.nodes[owner].show("steady")
         #expect(waiting["state"] as? String == "waiting" && waiting["waiting_reason"] as? String == "etcd is unavailable to this node", "\(waiting)")
-        let status = try cluster.nodes[leader].ctl("cluster")
+        let status = try cluster.nodes[owner].ctl("cluster")
         #expect(status.status == 0 && status.stdout.contains("etcd unavailable"), "\(status.stdout)")
         // A local job keeps running meanwhile: the node is alive, only shared jobs wait for etcd.
-        #expect(try cluster.nodes[leader].request(#"ADD local every=1s cluster=no command="echo local >> \#(cluster.runsFile).local""#) == "OK")
+        #expect(try cluster.nodes[owner].request(#"ADD local every=1s cluster=no command="echo local >> \#(cluster.runsFile).local""#) == "OK")
         #expect(eventually(timeout: 5, "the local job to run twice") {
             ((try? String(contentsOfFile: cluster.runsFile + ".local", encoding: .utf8)) ?? "").split(separator: "\n").count >= 2
         })

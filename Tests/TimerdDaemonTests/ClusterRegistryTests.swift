@@ -189,7 +189,7 @@ final class FakeGate: ClusterGate {
         await registry.applySharedJob(try JobName("all"), record([("every", "10s"), ("command", "x"), ("misfire", "all")], addedAt: added), revision: 1)
         #expect(launcher.count == 0)
         let before = clock.wallNow
-        await registry.applyClusterView(role: .member, members: [ClusterMember(name: "n1")], claims: ["once": added + .seconds(60), "all": added + .seconds(60)], reason: "test")
+        await registry.applyClusterView(role: .member, members: [ClusterMember(name: "n1")], claims: [try JobName("once"): added + .seconds(60), try JobName("all"): added + .seconds(60)], reason: "test")
         await settle(registry)
         let after = clock.wallNow
         let claimed = gate.claims.withLock { $0 }
