@@ -1,3 +1,4 @@
+import Glibc
 import TimerdProtocol
 import TimerdSystem
 
@@ -92,23 +93,117 @@ package enum DaemonClient {
         try exchange(request, to: path, timeout: timeout, maxLineBytes: maxEventBytes, streaming: true, onLine: onLine)
     }
 
-    /// One request and its reply; when `streaming`, then the event lines that follow an `OK` (see `stream`).
-    private static func exchange(
-        _ request: Request, to path: String, timeout: Double, maxLineBytes: Int, streaming: Bool,
-        onLine: (String) -> Bool
-    ) throws(ClientError) -> Reply {
+    /// What ``relay(_:to:timeout:write:)`` did with the reply.
+    package enum Relayed: Equatable, Sendable {
+        /// An `OK` reply's payload went to `write` as it arrived, its newline included.
+        case payload
+        /// Any other reply (an `ERR`, an `OK` without a payload), read whole.
+        case reply(Reply)
+    }
+
+    /// Sends `request` and hands an `OK` reply's payload to `write` as it arrives, chunk by chunk, up to
+    /// and including the reply's newline: a `LIST` of 100,000 jobs (80 MB) is neither held nor copied,
+    /// and its first jobs are printed while timerd still describes the rest. `write` returning false
+    /// (stdout gone) ends it early. Any other reply is read whole, as ``send(_:to:timeout:)`` does. Waits
+    /// at most `timeout` seconds for each chunk.
+    ///
+    /// - Throws: ``ClientError``; `.badReply` when the connection closes in the middle of a payload
+    ///   already partly written.
+    package static func relay(
+        _ request: Request, to path: String, timeout: Double = defaultTimeout, write: ([UInt8]) -> Bool
+    ) throws(ClientError) -> Relayed {
+        let socket = try open(request, to: path)
+        defer { try? socket.close() }
+        let milliseconds = Int32(min(timeout * 1000, Double(Int32.max)).rounded(.up))
+        // Before the kind of reply is known: its first bytes.
+        var head: [UInt8] = []
+        // An `OK` payload being relayed.
+        var relaying = false
+        // Any other reply, read whole.
+        var framer: LineFramer?
+        var relayed = 0
+        /// Hands `bytes` on up to the first newline; true when the payload is complete or nobody reads.
+        func pass(_ bytes: ArraySlice<UInt8>) -> Bool {
+            guard !bytes.isEmpty else { return false }
+            // memchr: the generic search costs a debug build ~150 ns a byte (see LineFramer).
+            let newline = bytes.withUnsafeBufferPointer { buffer in
+                memchr(buffer.baseAddress!, Int32(UInt8(ascii: "\n")), buffer.count).map {
+                    bytes.startIndex + (UnsafeRawPointer($0) - UnsafeRawPointer(buffer.baseAddress!))
+                }
+            }
+            let end = newline.map { $0 + 1 } ?? bytes.endIndex
+            relayed += end - bytes.startIndex
+            return !write(Array(bytes[..<end])) || newline != nil
+        }
+        while true {
+            let readable: Bool
+            do {
+                readable = try socket.waitReadable(timeoutMilliseconds: milliseconds)
+            } catch {
+                throw .receiveFailed(path: path, error)
+            }
+            guard readable else { throw .timedOut(path: path, seconds: timeout) }
+            var chunk: [UInt8]
+            do {
+                chunk = try socket.read(upToCount: 1 << 20)
+            } catch .connectionReset {
+                chunk = []
+            } catch {
+                throw .receiveFailed(path: path, error)
+            }
+            let closed = chunk.isEmpty
+            if relaying {
+                if closed { throw .badReply(path: path, "the reply ended after \(relayed) bytes, before its end of line") }
+                if pass(chunk[...]) { return .payload }
+                continue
+            }
+            if framer == nil {
+                head += chunk
+                // `OK ` and a payload, or anything else: three bytes or a whole line tell.
+                if !closed, head.count < 3, !head.contains(UInt8(ascii: "\n")) { continue }
+                if head.starts(with: "OK ".utf8) {
+                    relaying = true
+                    if pass(head[3...]) { return .payload }
+                    continue
+                }
+                framer = LineFramer(maxLineBytes: maxReplyBytes)
+                chunk = head
+            }
+            var lines = framer!.append(chunk)
+            // At the end a last line without its newline still counts.
+            if lines.isEmpty, closed { lines = framer!.finish().map { [FramedLine.line($0)] } ?? [] }
+            if let first = lines.first {
+                guard case .line(let line) = first else { throw .badReply(path: path, "reply longer than \(maxReplyBytes) bytes") }
+                return .reply(try parse(line, path: path))
+            }
+            if closed { throw .closedWithoutReply(path: path) }
+        }
+    }
+
+    /// A connection to `path` with `request` written to it.
+    private static func open(_ request: Request, to path: String) throws(ClientError) -> FileDescriptor {
         let socket: FileDescriptor
         do {
             socket = try UnixSocket.connect(path: path)
         } catch {
             throw .cannotConnect(path: path, error)
         }
-        defer { try? socket.close() }
         do {
             try socket.writeAll(request.encode() + "\n")
         } catch {
+            try? socket.close()
             throw .sendFailed(path: path, error)
         }
+        return socket
+    }
+
+    /// One request and its reply; when `streaming`, then the event lines that follow an `OK` (see `stream`).
+    private static func exchange(
+        _ request: Request, to path: String, timeout: Double, maxLineBytes: Int, streaming: Bool,
+        onLine: (String) -> Bool
+    ) throws(ClientError) -> Reply {
+        let socket = try open(request, to: path)
+        defer { try? socket.close() }
         var framer = LineFramer(maxLineBytes: maxLineBytes)
         var reply: Reply?
         let milliseconds = Int32(min(timeout * 1000, Double(Int32.max)).rounded(.up))

@@ -17,6 +17,9 @@ package enum Timerctl {
         /// the reply to the callback until it returns false or timerd closes, and returns the reply
         /// (see ``DaemonClient/stream(_:to:timeout:onLine:)``).
         package var stream: (Request, String, (String) -> Bool) throws(ClientError) -> Reply
+        /// Sends one request whose `OK` payload is printed as received (`--json`): the payload goes to
+        /// stdout as it arrives, with its newline (see ``DaemonClient/relay(_:to:timeout:write:)``).
+        package var relay: (Request, String) throws(ClientError) -> DaemonClient.Relayed
         /// Writes a streamed line to stdout; false when stdout is gone (e.g. a closed pipe).
         package var writeLine: (String) -> Bool
         /// The zone `next` computes in when given no `--timezone`, and `history` prints its times in.
@@ -25,12 +28,14 @@ package enum Timerctl {
         package var socketExists: (String) -> Bool
 
         /// Without `stream`, a streaming request gets its reply from `send` and no events; without
-        /// `writeLine`, lines go to `stdout`; without `systemZone`, it is the machine's (`TZ`, `/etc/localtime`).
+        /// `relay`, a payload comes whole from `send` and goes to `stdout`; without `writeLine`, lines go
+        /// to `stdout`; without `systemZone`, it is the machine's (`TZ`, `/etc/localtime`).
         package init(
             environment: [String: String], userID: UInt32, now: @escaping () -> WallTime,
             stdout: @escaping (String) -> Void, stderr: @escaping (String) -> Void,
             send: @escaping (Request, String) throws(ClientError) -> Reply,
             stream: ((Request, String, (String) -> Bool) throws(ClientError) -> Reply)? = nil,
+            relay: ((Request, String) throws(ClientError) -> DaemonClient.Relayed)? = nil,
             writeLine: ((String) -> Bool)? = nil,
             systemZone: @escaping () -> ZoneRules = { SystemTimeZones.systemZone() },
             socketExists: @escaping (String) -> Bool = { _ in false }
@@ -47,6 +52,16 @@ package enum Timerctl {
                 self.stream = stream
             } else {
                 self.stream = { (request, path, _) throws(ClientError) in try send(request, path) }
+            }
+            if let relay {
+                self.relay = relay
+            } else {
+                self.relay = { (request, path) throws(ClientError) in
+                    let reply = try send(request, path)
+                    guard case .ok(let payload?) = reply else { return .reply(reply) }
+                    stdout(payload + "\n")
+                    return .payload
+                }
             }
             if let writeLine {
                 self.writeLine = writeLine
@@ -70,6 +85,11 @@ package enum Timerctl {
                 },
                 stream: { (request, path, onLine) throws(ClientError) in
                     try DaemonClient.stream(request, to: path, timeout: DaemonClient.timeout(from: environment), onLine: onLine)
+                },
+                relay: { (request, path) throws(ClientError) in
+                    try DaemonClient.relay(request, to: path, timeout: DaemonClient.timeout(from: environment)) { bytes in
+                        (try? FileDescriptor.standardOutput.writeAll(bytes)) != nil
+                    }
                 },
                 writeLine: { (try? FileDescriptor.standardOutput.writeAll($0)) != nil },
                 socketExists: FileSystem.isSocket)
@@ -121,7 +141,13 @@ package enum Timerctl {
             if command.verb == .watch { return watch(request, path: path, command: command, context: context) }
             let reply: Reply
             do {
-                reply = try context.send(request, path)
+                if command.output == .json, command.verb != .version {
+                    // Printed as received: passed on as it arrives instead of held whole.
+                    guard case .reply(let other) = try context.relay(request, path) else { return ExitStatus.success }
+                    reply = other
+                } else {
+                    reply = try context.send(request, path)
+                }
             } catch {
                 context.stderr(error.message)
                 return ExitStatus.unreachable

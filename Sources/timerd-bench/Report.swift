@@ -75,10 +75,13 @@ struct Report {
             if let firstByte = scale.list_first_byte_seconds, let peak = scale.list_peak_rss_kb {
                 text += "| … its first bytes after; the daemon's peak resident memory meanwhile | \(fmt(firstByte * 1000, 0)) ms; \(fmt(Double(peak) / 1024, 1)) MiB |\n"
             }
+            if let seconds = scale.timerctl_list_seconds {
+                text += "| `timerctl --json list` to /dev/null, start to exit | \(fmt(seconds * 1000, 0)) ms |\n"
+            }
             text += "| `CANCEL tag=bulk` (all jobs) | \(fmt(scale.cancel_seconds * 1000, 0)) ms |\n"
             text += "| \(scale.fast_jobs) jobs every 100 ms meanwhile: due → handler p50 / p99 / max | \(triple(scale.fast_dispatch_ms)) ms |\n"
             text += "| … due → command running p50 / p90 / p99 / max | \(quad(scale.fast_command_ms)) ms |\n"
-            for step in ["pipelined", "list", "cancel", "per-client"] {
+            for step in ["pipelined", "list", "timerctl-list", "cancel", "per-client"] {
                 guard let summary = scale.fast_dispatch_ms_by_step[step] else { continue }
                 text += "| … due → handler p50 / p99 / max during the \(step) step | \(triple(summary)) ms |\n"
             }

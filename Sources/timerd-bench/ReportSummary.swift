@@ -107,9 +107,15 @@ extension Report {
             timerd: idle.map { fmt($0.wakeups_per_minute, 0) } ?? notMeasured,
             floor: idle.map { "\(fmt($0.baseline_wakeups_per_minute, 0)) (bare Dispatch program)" } ?? "–",
             target: "0", met: idle.map { $0.wakeups_per_minute == 0 }))
-        rows.append(bigRequestRow(
-            "`LIST` of \(scale.map { "\($0.jobs)" } ?? "100,000") jobs (JSON over the socket)", scale, step: "list",
-            seconds: scale?.list_seconds, limit: 1.0))
+        if let seconds = scale?.timerctl_list_seconds {
+            rows.append(bigRequestRow(
+                "`timerctl --json list` of \(scale.map { "\($0.jobs)" } ?? "100,000") jobs", scale, step: "timerctl-list",
+                seconds: seconds, limit: 1.0))
+        } else {
+            rows.append(bigRequestRow(
+                "`LIST` of \(scale.map { "\($0.jobs)" } ?? "100,000") jobs (JSON over the socket)", scale, step: "list",
+                seconds: scale?.list_seconds, limit: 1.0))
+        }
         rows.append(bigRequestRow(
             "`CANCEL tag=` of \(scale.map { "\($0.jobs)" } ?? "100,000") jobs", scale, step: "cancel",
             seconds: scale?.cancel_seconds, limit: 0.3))

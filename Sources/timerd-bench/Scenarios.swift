@@ -103,6 +103,9 @@ struct ScaleResult: Codable {
     /// memory during the `LIST` (`VmHWM`, reset just before it).
     var list_first_byte_seconds: Double?
     var list_peak_rss_kb: UInt64?
+    /// `timerctl --json list` (the timerctl beside timerd) to /dev/null, start to exit: the `LIST` as a
+    /// user runs it (nil when there is no timerctl beside timerd).
+    var timerctl_list_seconds: Double?
     var cancel_seconds: Double
     var fast_jobs: Int
     var fast_dispatch_ms: Summary?
@@ -164,6 +167,9 @@ func runScale(_ setup: Setup, jobs: Int) throws -> ScaleResult {
     let listPeak = try daemon.peakResidentBytes()
     guard list.hasPrefix("OK [") else { throw BenchError("LIST: \(list.prefix(200))") }
 
+    watcher.phase.set("timerctl-list")
+    let timerctlListSeconds = try timeTimerctlList(setup, socket: daemon.socket)
+
     watcher.phase.set("cancel")
     start = Measure.now()
     let cancel = try client.request("CANCEL tag=bulk")
@@ -186,11 +192,27 @@ func runScale(_ setup: Setup, jobs: Int) throws -> ScaleResult {
         rss_before_kb: rssBefore / 1024, rss_after_kb: rssAfter / 1024,
         bytes_per_job: Double(rssAfter - min(rssAfter, rssBefore)) / Double(jobs),
         list_seconds: listSeconds, list_bytes: list.utf8.count, list_first_byte_seconds: listFirstByte,
-        list_peak_rss_kb: listPeak / 1024, cancel_seconds: cancelSeconds,
+        list_peak_rss_kb: listPeak / 1024, timerctl_list_seconds: timerctlListSeconds, cancel_seconds: cancelSeconds,
         fast_jobs: fastJobs, fast_dispatch_ms: Summary(milliseconds: watcher.samples),
         fast_command_ms: Summary(milliseconds: Measure.probeSamples(fastPath)),
         fast_dispatch_ms_by_step: watcher.samplesByPhase.get().compactMapValues { Summary(milliseconds: $0) },
         dispatch_timer_bytes: try dispatchTimerCost(jobs))
+}
+
+/// Runs `timerctl --socket SOCKET --json list` with its output to /dev/null and times it, start to exit;
+/// nil when there is no `timerctl` beside `timerd`.
+func timeTimerctlList(_ setup: Setup, socket: String) throws -> Double? {
+    let timerctl = FileSystem.directoryName(of: setup.timerd) + "/timerctl"
+    guard FileSystem.isRegularFile(timerctl) else { return nil }
+    let null = try FileDescriptor.openDevNull(.writeOnly)
+    defer { try? null.close() }
+    let start = Measure.now()
+    let child = try Spawn.run(program: timerctl, arguments: ["--socket", socket, "--json", "list"], environment: [:], output: null)
+    let status = try child.waitExit(blocking: true)
+    let seconds = Measure.seconds(since: start)
+    try? child.pidfd.close()
+    guard status == .exited(0) else { throw BenchError("timerctl --json list: \(String(describing: status))") }
+    return seconds
 }
 
 /// Runs `timerd-bench dispatch-timers N` and reads the bytes per timer it prints.

@@ -27,7 +27,10 @@ struct BenchSmokeTests {
         let report = try Daemon.run(bench, ["report", "--out", out])
         #expect(report.status == 0, "\(report.stderr)")
         let text = (try? String(contentsOfFile: out + "/report.md", encoding: .utf8)) ?? ""
-        for section in ["## Issue #24: cluster", "## Scale: 300 registered jobs", "## Lateness: 20 jobs"] {
+        for section in [
+            "## Issue #24: cluster", "## Scale: 300 registered jobs", "## Lateness: 20 jobs",
+            "| `timerctl --json list` of 300 jobs |",
+        ] {
             #expect(text.contains(section), "the report lacks \(section)")
         }
     }

@@ -74,6 +74,12 @@ func runCLIForReal(_ arguments: [String], environment: [String: String] = [:]) -
     context.stdout = { transcript.stdout += $0 }
     context.stderr = { transcript.stderr += $0 }
     context.writeLine = { transcript.stdout += $0; return true }
+    context.relay = { (request, path) throws(ClientError) in
+        try DaemonClient.relay(request, to: path, timeout: DaemonClient.timeout(from: environment)) { bytes in
+            transcript.stdout += String(decoding: bytes, as: UTF8.self)
+            return true
+        }
+    }
     transcript.status = Timerctl.run(arguments: arguments, context: context)
     return transcript
 }
@@ -128,7 +134,14 @@ final class FakeDaemon: Sendable {
             received.withLock { $0 = String(decoding: bytes, as: UTF8.self) }
             if let reply {
                 try? connection.setNonBlocking(false)
-                try? connection.writeAll(reply)
+                // MSG_NOSIGNAL: a client that stops reading (RelayTests) must not kill the test process.
+                let bytes = Array(reply.utf8)
+                var offset = 0
+                while offset < bytes.count {
+                    let sent = bytes[offset...].withUnsafeBytes { Glibc.send(connection.rawValue, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                    guard sent > 0 else { break }
+                    offset += sent
+                }
             }
         }
     }
