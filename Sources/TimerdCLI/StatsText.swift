@@ -21,7 +21,7 @@ package enum StatsText {
         func add(_ label: String, _ value: String) { lines.append(HelpText.pad(label + ":", 12) + value) }
 
         let jobs = stats.jobs
-        add("jobs", "\(jobs.scheduled) scheduled, \(jobs.paused) paused, \(jobs.finished) finished")
+        add("jobs", "\(jobs.scheduled) scheduled, \(jobs.paused) paused, \(jobs.finished) finished" + (jobs.waiting > 0 ? ", \(jobs.waiting) waiting" : ""))
         let runs = stats.runs
         add(
             "runs",

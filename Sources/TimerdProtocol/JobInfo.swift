@@ -310,8 +310,18 @@ public struct TagResult: Codable, Equatable, Sendable {
 /// The `STATS` reply: counters an operator needs (see `docs/protocol.md`).
 public struct DaemonStats: Codable, Equatable, Sendable {
     public struct JobCounts: Codable, Equatable, Sendable {
-        public var scheduled = 0, paused = 0, finished = 0
+        /// `waiting`: cluster mode, shared jobs no live member can take (`state: waiting` in `LIST`).
+        public var scheduled = 0, paused = 0, finished = 0, waiting = 0
         public init() {}
+
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            scheduled = try c.decode(Int.self, forKey: .scheduled)
+            paused = try c.decode(Int.self, forKey: .paused)
+            finished = try c.decode(Int.self, forKey: .finished)
+            // Absent from daemons before it.
+            waiting = try c.decodeIfPresent(Int.self, forKey: .waiting) ?? 0
+        }
     }
 
     public struct RunCounts: Codable, Equatable, Sendable {

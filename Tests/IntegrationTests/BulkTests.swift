@@ -130,7 +130,7 @@ import Testing
         let cancelled = try client.readLine()
         #expect(cancelled.hasPrefix("OK {"), "\(cancelled.prefix(200))")
         let stats = try JSONSerialization.jsonObject(with: Data(try client.readLine().dropFirst(3).utf8)) as? [String: Any]
-        #expect(stats?["jobs"] as? [String: Int] == ["scheduled": 1, "paused": 0, "finished": 0])
+        #expect(stats?["jobs"] as? [String: Int] == ["scheduled": 1, "paused": 0, "finished": 0, "waiting": 0])
         #expect(try Self.jobs(try client.readLine()).compactMap { $0["name"] as? String } == ["other"])
         #expect(try client.readLine().hasPrefix("ERR no-such-job "))
         #expect(try client.readLine() == "OK []")

@@ -283,7 +283,11 @@ struct ClusterTests {
             #expect(info["state"] as? String == "waiting" && info["node"] is NSNull)
             #expect((info["waiting_reason"] as? String)?.hasPrefix("no live member has every tag of run_on=gpu (members: a [ssd], b [ssd, eu], c)") == true, "\(info)")
             #expect(cluster.cluster(index)?["waiting_jobs"] as? Int == 1)
+            let stats = try cluster.nodes[index].request("STATS")
+            #expect(stats.contains(#""waiting":1"#), "\(stats)")
         }
+        let stats = try cluster.nodes[0].ctl("stats")
+        #expect(stats.stdout.contains("scheduled, 0 paused, 0 finished, 1 waiting"), "\(stats.stdout)")
         let why = try cluster.nodes[1].ctl("why", "gpu")
         #expect(why.status == 0 && why.stdout.contains("waiting") && why.stdout.contains("no node runs it: no live member has every tag of run_on=gpu"), "\(why.stdout)")
         let shown = try cluster.nodes[2].ctl("show", "gpu")

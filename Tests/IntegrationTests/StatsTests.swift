@@ -16,7 +16,7 @@ import Testing
         let reply = try daemon.request("STATS")
         #expect(reply.hasPrefix("OK {"))
         let stats = try JSONSerialization.jsonObject(with: Data(reply.dropFirst(3).utf8)) as! [String: Any]
-        #expect(stats["jobs"] as? [String: Int] == ["scheduled": 0, "paused": 1, "finished": 2])
+        #expect(stats["jobs"] as? [String: Int] == ["scheduled": 0, "paused": 1, "finished": 2, "waiting": 0])
         #expect(stats["runs"] as? [String: Int] == ["ok": 5, "failed": 1, "timeout": 0, "killed": 0])
         #expect(stats["running"] as? Int == 0)
         let lateness = try #require(stats["lateness_ms"] as? [String: Any])

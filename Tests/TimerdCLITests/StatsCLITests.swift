@@ -83,6 +83,19 @@ struct StatsCLITests {
             """)
     }
 
+    @Test func waitingJobsAreCountedOnlyWhenThereAreSome() {
+        // A daemon before `waiting` (absent) and one outside cluster mode (0) print the same line.
+        for (jobs, line) in [
+            (#""jobs":{"finished":2,"paused":1,"scheduled":3}"#, "jobs:       3 scheduled, 1 paused, 2 finished\n"),
+            (#""jobs":{"finished":2,"paused":1,"scheduled":3,"waiting":0}"#, "jobs:       3 scheduled, 1 paused, 2 finished\n"),
+            (#""jobs":{"finished":2,"paused":1,"scheduled":3,"waiting":4}"#, "jobs:       3 scheduled, 1 paused, 2 finished, 4 waiting\n"),
+        ] {
+            let payload = statsPayload.replacingOccurrences(of: #""jobs":{"finished":2,"paused":1,"scheduled":3}"#, with: jobs)
+            let result = runCLI(["stats"], reply: .success(.ok(payload)))
+            #expect(result.stdout.hasPrefix(line), "\(result.stdout)")
+        }
+    }
+
     @Test func runsInSaysTheCgroupsAndTheirControllers() {
         for (tracking, line) in [
             (#"{"by":"cgroup","cgroups":"/sys/fs/cgroup/t.service/runs","controllers":["cpu","memory"]}"#,
