@@ -13,6 +13,8 @@ ORACLE_VENV  := $(CURDIR)/.build/oracle-venv
 CRONITER     := croniter==7.0.0
 # `make bench` only: gnuplot draws the lateness plot, cc builds the probe the benchmarked commands run.
 BENCH_PACKAGES := gnuplot-nox gcc libc6-dev
+# What make test needs beyond that: valgrind (callgrind) for tools/startup-order.sh --check.
+TEST_PACKAGES := valgrind
 # lld instead of gold: gold warns about mktemp inside the static Foundation library we do not call.
 # -z pack-relative-relocs: the ~40,000 relative relocations of the position-independent binary as a
 # compact RELR table (glibc 2.36+) instead of 24-byte RELA entries the loader reads page by page at
@@ -50,14 +52,15 @@ CONFDIR      := /etc/timerd
 INSTALL      ?= install
 DOCS         := README.md $(sort $(wildcard docs/*.md))
 
-.PHONY: all deps oracle-deps bench-deps deb-deps release-layout build run test test-tsan test-asan test-install test-deb bench bench-state fuzz check-config install install-files uninstall deb clean help
+.PHONY: all deps test-deps oracle-deps bench-deps deb-deps release-layout build run test test-tsan test-asan test-install test-deb bench bench-state fuzz check-config install install-files uninstall deb clean help
 
 all: build
 
 help:
 	@echo "make run           install missing packages, build release binaries, run timerd on config/timerd.conf"
 	@echo "make test          install missing packages, then build and run every test; the end-to-end"
-	@echo "                   tests start the release timerd and timerctl of make build (.build/release)"
+	@echo "                   tests start the release timerd and timerctl of make build (.build/release);"
+	@echo "                   checks that tools/startup-order.txt is current (tools/startup-order.sh)"
 	@echo "make test-tsan     every test under ThreadSanitizer, built in .build/tsan: the tests start that"
 	@echo "                   instrumented timerd and timerctl, and any report fails the run (about 6 min)"
 	@echo "make test-asan     the same under AddressSanitizer + LeakSanitizer, built in .build/asan (about"
@@ -137,7 +140,11 @@ check-config: build
 # there fails every test that needs it (never a silent fall-back). timerd-test-helper, which runs what a
 # test must not do in the shared test process, always comes from the test build. See
 # Tests/TestSupport/TestBinaries.swift.
-test: deps oracle-deps build
+test-deps: deps
+	$(call apt_install,$(TEST_PACKAGES))
+
+test: test-deps oracle-deps build
+	tools/startup-order.sh --check
 	$(SWIFT) build --build-tests
 	TIMERD_TEST_BIN_DIR=$(CURDIR)/.build/release TIMERD_ORACLE_PYTHON=$(ORACLE_VENV)/bin/python3 $(SWIFT) test --skip-build
 	$(MAKE) test-install

@@ -6,6 +6,8 @@
 #
 #   make build && tools/startup-order.sh              rewrites tools/startup-order.txt
 #   tools/startup-order.sh BINARY OUT                 another binary, another output file
+#   tools/startup-order.sh --check                    (make test) fails when more than 1% of the functions
+#                                                     that run at start are missing from the committed list
 #
 # Needs valgrind (callgrind) and python3. It runs the binary twice under callgrind, each time with a
 # fresh state directory, and takes what ran up to the moment it is idle (callgrind_control --dump):
@@ -17,10 +19,14 @@
 # regenerate it after changes to start-up and commit it with them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+check=
+if [ "${1:-}" = --check ]; then check=1; shift; fi
 binary=${1:-.build/release/timerd}
 output=${2:-tools/startup-order.txt}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+committed=$output
+[ -n "$check" ] && output=$work/fresh.txt
 # valgrind 3.19 cannot read the DWARF 5 of the release build: trace a copy without debug info (the
 # symbol table, which callgrind names functions by, stays).
 strip --strip-debug -o "$work/timerd" "$binary"
@@ -49,7 +55,7 @@ if bad: sys.exit(f"request failed: {bad[0]!r}")
 PY
     # The connection's close and what follows it (idle memory given back) run after the reply.
     sleep 5
-    callgrind_control --dump "$pid" > /dev/null
+    callgrind_control --dump "$pid" > /dev/null 2>&1
     sleep 3
     kill "$pid"
     wait "$pid" || true
@@ -77,4 +83,17 @@ PY
 trace empty 0 0 > "$work/empty.txt"
 trace jobs 100 100 > "$work/jobs.txt"
 awk '!seen[$0]++' "$work/empty.txt" "$work/jobs.txt" > "$output"
-echo "$output: $(wc -l < "$work/empty.txt") functions at start, $(wc -l < "$output") with 100 jobs"
+if [ -z "$check" ]; then
+    echo "$output: $(wc -l < "$work/empty.txt") functions at start, $(wc -l < "$output") with 100 jobs"
+    exit 0
+fi
+# A stale list went unnoticed once and cost an idle timerd 2 MiB (docs/performance.md, "Start-up code
+# together"): the functions that run now and are not in it.
+missing=$(sort -u "$output" | comm -23 - <(sort -u "$committed") | wc -l)
+total=$(wc -l < "$output")
+if [ $((missing * 100)) -gt "$total" ]; then
+    echo "$committed is stale: $missing of the $total functions that run at start are not in it;" \
+        "run 'make build && tools/startup-order.sh' and commit it" >&2
+    exit 1
+fi
+echo "$committed: $missing of the $total functions that run at start are not in it (at most 1%)"
