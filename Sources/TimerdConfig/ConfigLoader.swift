@@ -222,7 +222,7 @@ private struct LoadSession<FileSystem: ConfigFileSystem> {
         case let key where key.hasPrefix("user_") && ResourceSettings.ceilingKeys.contains(String(key.dropFirst(5))):
             // A ceiling is read as the job key it bounds, and said with its own name.
             let jobKey = String(key.dropFirst(5))
-            var raw = Dictionary(uniqueKeysWithValues: settings.access.userCeiling.options.map { ($0.key, $0.value) })
+            var raw = OptionValues(settings.access.userCeiling.options)
             raw[jobKey] = value
             do {
                 settings.access.userCeiling = try ResourceSettings(single: raw)

@@ -148,7 +148,7 @@ public struct JobSpec: Equatable, Sendable {
     ///
     /// Throws `bad-argument` (with `key` set to the offending key) or `missing-argument`.
     public init(name: JobName, options: [KeyValue], argv: [String]? = nil) throws(TimerdError) {
-        var single: [String: String] = [:]
+        var single: OptionValues = [:]
         var env: [KeyValue] = []
         var meta: [KeyValue] = []
         var tags: [String] = []
@@ -385,7 +385,7 @@ public struct JobSpec: Equatable, Sendable {
     }
 
     /// `log_file` (an absolute path), with `log_max_size` (a size, at least 4K) and `log_keep` (0 to 100).
-    static func logFile(_ single: [String: String]) throws(TimerdError) -> LogFileSpec? {
+    static func logFile(_ single: OptionValues) throws(TimerdError) -> LogFileSpec? {
         guard let path = single["log_file"] else {
             if let key = ["log_max_size", "log_keep"].first(where: { single[$0] != nil }) {
                 throw TimerdError(.badArgument, "\(key) applies only with log_file=PATH", key: key)
@@ -409,7 +409,7 @@ public struct JobSpec: Equatable, Sendable {
     /// `single[key]` as a whole number in `range` (digits only: no sign, no spaces), nil when not given;
     /// otherwise `bad-argument`: "KEY: expected WHAT from LOW to HIGH, got "TEXT"".
     static func wholeNumber(
-        _ single: [String: String], _ key: String, _ range: ClosedRange<Int>, what: String = "a whole number"
+        _ single: OptionValues, _ key: String, _ range: ClosedRange<Int>, what: String = "a whole number"
     ) throws(TimerdError) -> Int? {
         guard let text = single[key] else { return nil }
         guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let value = Int(text), range.contains(value) else {
@@ -424,7 +424,7 @@ public struct JobSpec: Equatable, Sendable {
 
     /// `retries` (0 to `Webhook.maximumRetries`) and `retry_backoff` (more than 0, at most
     /// `Webhook.maximumBackoff`), each nil when not given.
-    static func retryKeys(_ single: [String: String]) throws(TimerdError) -> (retries: Int?, backoff: Duration?) {
+    static func retryKeys(_ single: OptionValues) throws(TimerdError) -> (retries: Int?, backoff: Duration?) {
         let retries = try wholeNumber(single, "retries", 0...Webhook.maximumRetries)
         var backoff: Duration?
         if let text = single["retry_backoff"] {
@@ -441,7 +441,7 @@ public struct JobSpec: Equatable, Sendable {
     /// `timezone`, `dst_gap` and `dst_repeat`, which only cron and calendar schedules take. The zone's
     /// existence is checked where the tz database is (the daemon, the config checker, `timerctl next`).
     private static func civilRules(
-        schedule: Schedule, single: [String: String]
+        schedule: Schedule, single: OptionValues
     ) throws(TimerdError) -> (timezone: String?, gap: DSTGap?, repeated: DSTRepeat?) {
         guard schedule.isCivil else {
             if let key = ["timezone", "dst_gap", "dst_repeat"].first(where: { single[$0] != nil }) {
@@ -476,7 +476,7 @@ public struct JobSpec: Equatable, Sendable {
 
 
     /// The `webhook=` action with its keys.
-    private static func webhook(url: String, single: [String: String], headers: [String], meta: [KeyValue]) throws(TimerdError) -> Webhook {
+    private static func webhook(url: String, single: OptionValues, headers: [String], meta: [KeyValue]) throws(TimerdError) -> Webhook {
         var hook = Webhook(url: try Webhook.validateURL(url), headers: headers)
         if let method = single["method"] {
             guard Webhook.methods.contains(method.uppercased()) else {

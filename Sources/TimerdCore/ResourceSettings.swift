@@ -197,7 +197,7 @@ public struct ResourceSettings: Equatable, Sendable {
     public var isEmpty: Bool { self == ResourceSettings() }
 
     /// The settings among `single` (key → value; other keys are ignored).
-    public init(single: [String: String]) throws(TimerdError) {
+    public init(single: OptionValues) throws(TimerdError) {
         func size(_ key: String, allowZero: Bool) throws(TimerdError) -> LimitValue? {
             guard let text = single[key] else { return nil }
             if text == "infinity" { return .infinity }
