@@ -1,4 +1,3 @@
-import Glibc
 import TimerdProtocol
 import TimerdSystem
 
@@ -114,7 +113,6 @@ package enum DaemonClient {
     ) throws(ClientError) -> Relayed {
         let socket = try open(request, to: path)
         defer { try? socket.close() }
-        let milliseconds = Int32(min(timeout * 1000, Double(Int32.max)).rounded(.up))
         // Before the kind of reply is known: its first bytes.
         var head: [UInt8] = []
         // An `OK` payload being relayed.
@@ -125,32 +123,13 @@ package enum DaemonClient {
         /// Hands `bytes` on up to the first newline; true when the payload is complete or nobody reads.
         func pass(_ bytes: ArraySlice<UInt8>) -> Bool {
             guard !bytes.isEmpty else { return false }
-            // memchr: the generic search costs a debug build ~150 ns a byte (see LineFramer).
-            let newline = bytes.withUnsafeBufferPointer { buffer in
-                memchr(buffer.baseAddress!, Int32(UInt8(ascii: "\n")), buffer.count).map {
-                    bytes.startIndex + (UnsafeRawPointer($0) - UnsafeRawPointer(buffer.baseAddress!))
-                }
-            }
+            let newline = bytes.withUnsafeBufferPointer { LineFramer.firstNewline(in: $0) }.map { bytes.startIndex + $0 }
             let end = newline.map { $0 + 1 } ?? bytes.endIndex
             relayed += end - bytes.startIndex
             return !write(Array(bytes[..<end])) || newline != nil
         }
         while true {
-            let readable: Bool
-            do {
-                readable = try socket.waitReadable(timeoutMilliseconds: milliseconds)
-            } catch {
-                throw .receiveFailed(path: path, error)
-            }
-            guard readable else { throw .timedOut(path: path, seconds: timeout) }
-            var chunk: [UInt8]
-            do {
-                chunk = try socket.read(upToCount: 1 << 20)
-            } catch .connectionReset {
-                chunk = []
-            } catch {
-                throw .receiveFailed(path: path, error)
-            }
+            var chunk = try receive(socket, path: path, timeout: timeout, upToCount: 1 << 20)
             let closed = chunk.isEmpty
             if relaying {
                 if closed { throw .badReply(path: path, "the reply ended after \(relayed) bytes, before its end of line") }
@@ -197,6 +176,28 @@ package enum DaemonClient {
         return socket
     }
 
+    /// The next bytes from `socket`, waiting at most `timeout` seconds for them (nil: as long as it takes);
+    /// empty when timerd closed or reset the connection.
+    private static func receive(
+        _ socket: FileDescriptor, path: String, timeout: Double?, upToCount count: Int
+    ) throws(ClientError) -> [UInt8] {
+        let milliseconds = timeout.map { Int32(min($0 * 1000, Double(Int32.max)).rounded(.up)) } ?? -1
+        let readable: Bool
+        do {
+            readable = try socket.waitReadable(timeoutMilliseconds: milliseconds)
+        } catch {
+            throw .receiveFailed(path: path, error)
+        }
+        guard readable else { throw .timedOut(path: path, seconds: timeout ?? 0) }
+        do {
+            return try socket.read(upToCount: count)
+        } catch .connectionReset {
+            return []
+        } catch {
+            throw .receiveFailed(path: path, error)
+        }
+    }
+
     /// One request and its reply; when `streaming`, then the event lines that follow an `OK` (see `stream`).
     private static func exchange(
         _ request: Request, to path: String, timeout: Double, maxLineBytes: Int, streaming: Bool,
@@ -206,24 +207,9 @@ package enum DaemonClient {
         defer { try? socket.close() }
         var framer = LineFramer(maxLineBytes: maxLineBytes)
         var reply: Reply?
-        let milliseconds = Int32(min(timeout * 1000, Double(Int32.max)).rounded(.up))
         while true {
-            let readable: Bool
-            do {
-                // The timeout is for the reply only; events may be hours apart.
-                readable = try socket.waitReadable(timeoutMilliseconds: reply == nil ? milliseconds : -1)
-            } catch {
-                throw .receiveFailed(path: path, error)
-            }
-            guard readable else { throw .timedOut(path: path, seconds: timeout) }
-            let chunk: [UInt8]
-            do {
-                chunk = try socket.read(upToCount: 65536)
-            } catch .connectionReset {
-                chunk = []
-            } catch {
-                throw .receiveFailed(path: path, error)
-            }
+            // The timeout is for the reply only; events may be hours apart.
+            let chunk = try receive(socket, path: path, timeout: reply == nil ? timeout : nil, upToCount: 65536)
             let closed = chunk.isEmpty
             // At the end a last line without its newline still counts.
             let lines = closed ? framer.finish().map { [FramedLine.line($0)] } ?? [] : framer.append(chunk)

@@ -31,27 +31,34 @@ struct RareKeys: Equatable, Sendable {
         var afterResult: AfterResult?
     }
 
-    fileprivate final class Box: Sendable {
+    private final class Box: Sendable {
         let values: Values
         init(_ values: Values) { self.values = values }
     }
 
-    /// Read directly by `JobSpec`'s getters (`box?.values.timezone`), which copies only the key read.
-    fileprivate private(set) var box: Box?
+    private var box: Box?
 
     init(_ values: Values) {
         box = values == Values() ? nil : Box(values)
     }
 
-    static let unset = Values()
+    private static let unset = Values()
 
-    /// All of them. `JobSpec`'s getters read one key straight from the box instead: a spec's rare keys are
-    /// read one at a time, thirty of them to describe or store a job, and a copy of all of them per read
-    /// (here, even as `_read`) was a tenth of a pipelined `ADD`'s instructions (docs/performance.md, "ADD's
-    /// parsing"). Its setters set only what changes.
-    var values: Values {
-        get { box?.values ?? Self.unset }
-        set { self = RareKeys(newValue) }
+    var values: Values { box?.values ?? Self.unset }
+
+    /// One key: read straight from the box, set by a new box only when it changes. Reading through
+    /// `values` copied all 26 keys to read one (even as `_read`), and a spec's keys are read one at a
+    /// time, thirty of them to describe or store a job: a fifth of a pipelined `ADD`'s instructions
+    /// (docs/performance.md, "ADD's parsing"); setting nil over nil made a new box each time.
+    /// Inlined, so that each literal key path folds into a plain field access.
+    subscript<Value: Equatable>(key: WritableKeyPath<Values, Value>) -> Value {
+        @inline(__always) get { box?.values[keyPath: key] ?? Self.unset[keyPath: key] }
+        @inline(__always) set {
+            guard self[key] != newValue else { return }
+            var values = values
+            values[keyPath: key] = newValue
+            self = RareKeys(values)
+        }
     }
 
     static func == (lhs: RareKeys, rhs: RareKeys) -> Bool {
@@ -62,157 +69,154 @@ struct RareKeys: Equatable, Sendable {
 extension JobSpec {
     /// The IANA zone of a cron or calendar schedule (`timezone=`); nil means the system zone.
     public var timezone: String? {
-        get { rare.box?.values.timezone ?? RareKeys.unset.timezone }
-        set { if timezone != newValue { rare.values.timezone = newValue } }
+        get { rare[\.timezone] }
+        set { rare[\.timezone] = newValue }
     }
 
     /// Overrides of the DST rules for cron and calendar schedules (nil: the schedule kind's default).
     public var dstGap: DSTGap? {
-        get { rare.box?.values.dstGap ?? RareKeys.unset.dstGap }
-        set { if dstGap != newValue { rare.values.dstGap = newValue } }
+        get { rare[\.dstGap] }
+        set { rare[\.dstGap] = newValue }
     }
 
     public var dstRepeat: DSTRepeat? {
-        get { rare.box?.values.dstRepeat ?? RareKeys.unset.dstRepeat }
-        set { if dstRepeat != newValue { rare.values.dstRepeat = newValue } }
+        get { rare[\.dstRepeat] }
+        set { rare[\.dstRepeat] = newValue }
     }
 
     /// Stop after this many scheduled runs (`every` jobs only; one-shots run once).
     public var count: Int? {
-        get { rare.box?.values.count ?? RareKeys.unset.count }
-        set { if count != newValue { rare.values.count = newValue } }
+        get { rare[\.count] }
+        set { rare[\.count] = newValue }
     }
 
     /// What stopping a run signals (nil: `KillMode.controlGroup`).
     public var killMode: KillMode? {
-        get { rare.box?.values.killMode ?? RareKeys.unset.killMode }
-        set { if killMode != newValue { rare.values.killMode = newValue } }
+        get { rare[\.killMode] }
+        set { rare[\.killMode] = newValue }
     }
 
     /// What a command's run may use (`memory_max`, `nice`, `limit_nofile`, …); empty when none is set.
     public var resources: ResourceSettings {
-        get { rare.box?.values.resources ?? ResourceSettings() }
-        set {
-            let value = newValue.isEmpty ? nil : newValue
-            if rare.box?.values.resources != value { rare.values.resources = value }
-        }
+        get { rare[\.resources] ?? ResourceSettings() }
+        set { rare[\.resources] = newValue.isEmpty ? nil : newValue }
     }
 
     /// The exit statuses that mean success (`success_exit_codes`; nil: only 0). Commands only.
     public var successExitCodes: [Int]? {
-        get { rare.box?.values.successExitCodes ?? RareKeys.unset.successExitCodes }
-        set { if successExitCodes != newValue { rare.values.successExitCodes = newValue } }
+        get { rare[\.successExitCodes] }
+        set { rare[\.successExitCodes] = newValue }
     }
 
     /// Any output on stderr fails a run (`fail_on_stderr`; nil: no). Commands only.
     public var failOnStderr: Bool? {
-        get { rare.box?.values.failOnStderr ?? RareKeys.unset.failOnStderr }
-        set { if failOnStderr != newValue { rare.values.failOnStderr = newValue } }
+        get { rare[\.failOnStderr] }
+        set { rare[\.failOnStderr] = newValue }
     }
 
     /// A command job's retries (`retries`, `retry_backoff`): each attempt a run of its own. Nil for none, and
     /// for webhooks, which retry within one run (`Webhook.retries`).
     public var commandRetries: RetryPolicy? {
-        get { rare.box?.values.commandRetries ?? RareKeys.unset.commandRetries }
-        set { if commandRetries != newValue { rare.values.commandRetries = newValue } }
+        get { rare[\.commandRetries] }
+        set { rare[\.commandRetries] = newValue }
     }
 
     /// The pool whose slots its runs wait for (`pool=`, a `[pool "NAME"]` of the config), on top of the
     /// daemon's `max_running`; nil: none.
     public var pool: String? {
-        get { rare.box?.values.pool ?? RareKeys.unset.pool }
-        set { if pool != newValue { rare.values.pool = newValue } }
+        get { rare[\.pool] }
+        set { rare[\.pool] = newValue }
     }
 
     /// Where each run's output is appended (`log_file`, `log_max_size`, `log_keep`); nil: only timerd's log.
     public var logFile: LogFileSpec? {
-        get { rare.box?.values.logFile ?? RareKeys.unset.logFile }
-        set { if logFile != newValue { rare.values.logFile = newValue } }
+        get { rare[\.logFile] }
+        set { rare[\.logFile] = newValue }
     }
 
     /// The job whose runs' ends trigger this one (`after=`), in addition to its own schedule, if it has one.
     public var after: JobName? {
-        get { rare.box?.values.after ?? RareKeys.unset.after }
-        set { if after != newValue { rare.values.after = newValue } }
+        get { rare[\.after] }
+        set { rare[\.after] = newValue }
     }
 
     /// Which ends of the upstream's runs trigger it (`after_result`; nil: `success`).
     public var afterResult: AfterResult? {
-        get { rare.box?.values.afterResult ?? RareKeys.unset.afterResult }
-        set { if afterResult != newValue { rare.values.afterResult = newValue } }
+        get { rare[\.afterResult] }
+        set { rare[\.afterResult] = newValue }
     }
 
     /// Pause the job after this many failed runs in a row (`pause_after_failures`; nil: never).
     public var pauseAfterFailures: Int? {
-        get { rare.box?.values.pauseAfterFailures ?? RareKeys.unset.pauseAfterFailures }
-        set { if pauseAfterFailures != newValue { rare.values.pauseAfterFailures = newValue } }
+        get { rare[\.pauseAfterFailures] }
+        set { rare[\.pauseAfterFailures] = newValue }
     }
 
     /// Kill a run that takes longer than this (SIGTERM to its process group, SIGKILL after `killGrace`).
     public var timeout: Duration? {
-        get { rare.box?.values.timeout ?? RareKeys.unset.timeout }
-        set { if timeout != newValue { rare.values.timeout = newValue } }
+        get { rare[\.timeout] }
+        set { rare[\.timeout] = newValue }
     }
 
     /// Extra environment for the action, in order.
     public var env: [KeyValue] {
-        get { rare.box?.values.env ?? RareKeys.unset.env }
-        set { if env != newValue { rare.values.env = newValue } }
+        get { rare[\.env] }
+        set { rare[\.env] = newValue }
     }
 
     /// The job's user info, handed to the action as `TIMERD_META_<KEY>`.
     public var meta: [KeyValue] {
-        get { rare.box?.values.meta ?? RareKeys.unset.meta }
-        set { if meta != newValue { rare.values.meta = newValue } }
+        get { rare[\.meta] }
+        set { rare[\.meta] = newValue }
     }
 
     /// Working directory of the action (default `/`).
     public var cwd: String? {
-        get { rare.box?.values.cwd ?? RareKeys.unset.cwd }
-        set { if cwd != newValue { rare.values.cwd = newValue } }
+        get { rare[\.cwd] }
+        set { rare[\.cwd] = newValue }
     }
 
     /// The user the action runs as (`user=`; nil: the job's owner, see `docs/security.md`).
     public var user: String? {
-        get { rare.box?.values.user ?? RareKeys.unset.user }
-        set { if user != newValue { rare.values.user = newValue } }
+        get { rare[\.user] }
+        set { rare[\.user] = newValue }
     }
 
     /// The primary group the action runs with (`group=`; nil: the user's own).
     public var group: String? {
-        get { rare.box?.values.group ?? RareKeys.unset.group }
-        set { if group != newValue { rare.values.group = newValue } }
+        get { rare[\.group] }
+        set { rare[\.group] = newValue }
     }
 
     /// What the job's life is bound to: it is cancelled when its owner goes away (`owner=`).
     public var owner: Owner? {
-        get { rare.box?.values.owner ?? RareKeys.unset.owner }
-        set { if owner != newValue { rare.values.owner = newValue } }
+        get { rare[\.owner] }
+        set { rare[\.owner] = newValue }
     }
 
     /// Told when a run fails after a success (or as the first run), and when a run succeeds after a failure.
     public var onFailure: NotifyTarget? {
-        get { rare.box?.values.onFailure ?? RareKeys.unset.onFailure }
-        set { if onFailure != newValue { rare.values.onFailure = newValue } }
+        get { rare[\.onFailure] }
+        set { rare[\.onFailure] = newValue }
     }
 
     public var onRecovery: NotifyTarget? {
-        get { rare.box?.values.onRecovery ?? RareKeys.unset.onRecovery }
-        set { if onRecovery != newValue { rare.values.onRecovery = newValue } }
+        get { rare[\.onRecovery] }
+        set { rare[\.onRecovery] = newValue }
     }
 
     /// Whether the job is shared by a cluster of timerd nodes (`cluster=`; nil: the default of where it
     /// comes from: runtime jobs are shared in cluster mode, config jobs are not; `docs/cluster.md`).
     public var cluster: Bool? {
-        get { rare.box?.values.cluster ?? RareKeys.unset.cluster }
-        set { if cluster != newValue { rare.values.cluster = newValue } }
+        get { rare[\.cluster] }
+        set { rare[\.cluster] = newValue }
     }
 
     /// The node tags a shared job's node must carry, every one of them (`run_on=`; `[cluster] tags` in a
     /// node's timerd.conf); empty: any node (`docs/configuration.md`).
     public var runOn: [String] {
-        get { rare.box?.values.runOn ?? RareKeys.unset.runOn }
-        set { if runOn != newValue { rare.values.runOn = newValue } }
+        get { rare[\.runOn] }
+        set { rare[\.runOn] = newValue }
     }
 }
 

@@ -350,10 +350,7 @@ public struct JobSpec: Equatable, Sendable {
             }
             self.commandRetries = retries.map { RetryPolicy(retries: $0, backoff: backoff ?? Webhook.defaultBackoff) }
         }
-        // Most jobs set no limits: not asking for each of their keys saves a tenth of parsing a job.
-        if ResourceSettings.keys.contains(where: { single[$0] != nil }) {
-            self.resources = try ResourceSettings(single: single)
-        }
+        self.resources = try ResourceSettings(single: single)
         self.successExitCodes = try single["success_exit_codes"].map { text throws(TimerdError) in
             try ExitCodes.parse(text, key: "success_exit_codes")
         }

@@ -16,6 +16,11 @@ public struct OptionValues: Sendable, Equatable, ExpressibleByDictionaryLiteral 
 
     public init() {}
 
+    /// The same keys with the same values, in any order.
+    public static func == (lhs: OptionValues, rhs: OptionValues) -> Bool {
+        lhs.pairs.count == rhs.pairs.count && lhs.pairs.allSatisfy { rhs[$0.key] == $0.value }
+    }
+
     public init(dictionaryLiteral elements: (String, String)...) {
         for (key, value) in elements { self[key] = value }
     }

@@ -10,8 +10,7 @@ extension Registry {
         var pending = 0
         for job in engine.liveJobs {
             switch job.state {
-            // A shared job no live member can take is `waiting`, as `LIST` and `SHOW` say.
-            case .scheduled where job.shared && engine.owner(of: job) == nil: jobCounts.waiting += 1
+            case .scheduled where engine.isWaiting(job): jobCounts.waiting += 1
             case .scheduled: jobCounts.scheduled += 1
             case .paused: jobCounts.paused += 1
             case .finished: jobCounts.finished += 1

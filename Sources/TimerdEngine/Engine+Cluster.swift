@@ -42,6 +42,11 @@ extension Engine {
         return owner(of: job) == node
     }
 
+    /// A scheduled shared job that no node runs now (`state: waiting` in `LIST`, `jobs.waiting` in `STATS`).
+    package func isWaiting(_ job: EngineJob) -> Bool {
+        job.state == .scheduled && job.shared && owner(of: job) == nil
+    }
+
     /// Why no node runs the shared `job` now, or nil when one does.
     package func whyNotPlaced(_ job: EngineJob) -> String? {
         guard job.shared else { return nil }

@@ -76,8 +76,9 @@ public struct LineFramer: Sendable {
 
     /// The index of the first `\n` at or after `start`. A plain loop over the base address: in a debug build
     /// the generic `firstIndex(of:)` on a buffer slice costs about 150 ns a byte, and a client streaming
-    /// megabytes (discarded as an overlong line) kept the control queue busy for seconds.
-    private static func firstNewline(in input: UnsafeBufferPointer<UInt8>, from start: Int) -> Int? {
+    /// megabytes (discarded as an overlong line) kept the control queue busy for seconds. Also how
+    /// timerctl finds the end of a reply it passes on (`DaemonClient.relay`).
+    public static func firstNewline(in input: UnsafeBufferPointer<UInt8>, from start: Int = 0) -> Int? {
         guard let base = input.baseAddress else { return nil }
         var index = start
         while index < input.count {

@@ -14,6 +14,8 @@ import Testing
         values["absent"] = nil
         #expect(values["command"] == nil)
         #expect(values == ["every": "10s", "timeout": "1m"])
+        #expect(values == ["timeout": "1m", "every": "10s"])
+        #expect(values != ["every": "10s"] && values != ["every": "10s", "timeout": "2m"])
     }
 
     @Test func fromOptionsTheLastValueOfAKeyIsKept() {
