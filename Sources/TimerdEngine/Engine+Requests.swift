@@ -141,7 +141,7 @@ extension Engine {
             return .success(.done)
         case .add(let job, let request):
             return Result { () throws(TimerdError) in
-                try insert(job, request)
+                try insert(job, request, recorded: !change.records.isEmpty)
                 return .done
             }
         case .cancel(let jobs):
@@ -227,8 +227,10 @@ extension Engine {
         return job
     }
 
-    /// Puts a job made by `makeJob` in the table and arms it.
-    private mutating func insert(_ job: EngineJob, _ request: AddJob) throws(TimerdError) {
+    /// Puts a job made by `makeJob` in the table and arms it. `recorded`: `plan` wrote the job's record
+    /// ahead, made from this job, which nothing has changed since (it was in no table): it is not
+    /// described and compared again (that was a tenth of a pipelined `ADD`'s instructions).
+    private mutating func insert(_ job: EngineJob, _ request: AddJob, recorded: Bool = false) throws(TimerdError) {
         let spec = request.spec
         let name = spec.name
         // Only a config job or a cluster job can have taken the name while the request was written.
@@ -237,7 +239,7 @@ extension Engine {
         }
         noteNameUsed(name)
         jobs[name] = job
-        persistJob(job)
+        if recorded { savedAhead.removeFirst() } else { persistJob(job) }
         log(.info, name, "added (\(request.origin.label)): \(spec.schedule.summary): \(spec.action.summary)")
         if case .webhook(let hook) = spec.action, hook.insecure {
             log(.warning, name, "insecure=yes: the server's TLS certificate is not verified")

@@ -225,19 +225,25 @@ final class Connection: @unchecked Sendable {
             try database.execute("BEGIN IMMEDIATE")
             if rebuilt { try writeSnapshot(database, dropped: &dropped) }
             droppedHeld = try writeBackground(held, database, dropped: &dropped)
-            // Background changes one after the other are written together (a cancel's deletions come a
-            // removal step each: together they are a few set-wise statements, not a few per step).
+            // Units of a kind one after the other are written together, in their order: background
+            // changes (a cancel's deletions come a removal step each: together they are a few set-wise
+            // statements, not a few per step), and callers' batches (a connection's pipelined `ADD`s,
+            // one savepoint for them all instead of one each).
             var background: [StoreChange] = []
+            var batches: [[StoreChange]] = []
             for unit in units {
                 switch unit {
                 case .critical(let changes, _):
                     _ = try writeBackground(background, database, dropped: &dropped)
                     background.removeAll()
-                    let refused = try writeIsolated(changes, database)
-                    results.append(refused.map { .failure($0) } ?? .success(()))
-                case .background(let changes): background += changes
+                    batches.append(changes)
+                case .background(let changes):
+                    results += try writeEach(batches, database).map { $0.map { .failure($0) } ?? .success(()) }
+                    batches.removeAll()
+                    background += changes
                 }
             }
+            results += try writeEach(batches, database).map { $0.map { .failure($0) } ?? .success(()) }
             _ = try writeBackground(background, database, dropped: &dropped)
             try commit(database)
         } catch {
@@ -410,18 +416,25 @@ final class Connection: @unchecked Sendable {
         }
     }
 
+    /// Groups of changes, all in one savepoint, or each group in a savepoint of its own when SQLite
+    /// refuses one (not a storage fault): what SQLite refused of each group, nil where it was written.
+    private func writeEach(_ groups: [[StoreChange]], _ database: Database) throws(StoreError) -> [StoreError?] {
+        if groups.count > 1, try writeIsolated(groups.flatMap { $0 }, database) == nil {
+            return Array(repeating: nil, count: groups.count)
+        }
+        return try groups.map { changes throws(StoreError) in try writeIsolated(changes, database) }
+    }
+
     /// Background changes: together, or one by one when SQLite refuses one, which is then dropped with a
     /// line in `dropped` (never retried: it would fail again). Returns how many were dropped.
     private func writeBackground(
         _ changes: [StoreChange], _ database: Database, dropped: inout [String]
     ) throws(StoreError) -> Int {
-        guard !changes.isEmpty, try writeIsolated(changes, database) != nil else { return 0 }
         var count = 0
-        for change in changes {
-            if let error = try writeIsolated([change], database) {
-                dropped.append("dropped a background change (\(change.summary)) that the state database refuses: \(error.message)")
-                count += 1
-            }
+        for (change, error) in zip(changes, try writeEach(changes.map { [$0] }, database)) {
+            guard let error else { continue }
+            dropped.append("dropped a background change (\(change.summary)) that the state database refuses: \(error.message)")
+            count += 1
         }
         return count
     }

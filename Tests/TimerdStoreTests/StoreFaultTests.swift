@@ -203,6 +203,17 @@ import TimerdCore
         #expect(try store.jobs().map(\.name) == ["a"])
         #expect(store.health == .ok)
         #expect(fixture.reported == [])
+        // Callers' batches that share a transaction are written together; the one SQLite refuses fails
+        // alone, and the others before and after it are written.
+        let results = Mutex<[Result<Void, StoreError>]?>(nil)
+        store.apply(batches: [
+            [.putJob(job("d"))], [.putJob(job("e")), .recordRun(run("refused", 3), keep: 10)], [.putJob(job("f"))],
+        ]) { outcome in results.withLock { $0 = outcome } }
+        #expect(eventually { results.withLock { $0 != nil } })
+        let outcomes = try #require(results.withLock { $0 })
+        #expect(outcomes.map { (try? $0.get()) != nil } == [true, false, true])
+        #expect(try store.jobs().map(\.name) == ["a", "d", "f"])
+        #expect(store.counters.writeErrors == 0)
     }
 
     @Test func aRemovedDirectoryIsMadeAgainWithTheDaemonsJobs() throws {
