@@ -67,9 +67,9 @@ public struct Request: Sendable, Hashable, CustomStringConvertible {
     ///   `.badEncoding` (not valid UTF-8), `.badQuoting` (unbalanced quote, trailing backslash),
     ///   `.missingArgument` (empty or blank line: "empty request"), `.unknownVerb` (message names the verb).
     public static func parse(line: [UInt8]) throws(TimerdError) -> Request {
-        var bytes = line
-        Request.stripTerminator(&bytes)
-        guard String(validating: bytes, as: UTF8.self) != nil else {
+        let bytes = Request.withoutTerminator(line[...])
+        // ASCII, as nearly every line is, is UTF-8; only other lines are validated (as a `String`).
+        guard bytes.allSatisfy({ $0 < 0x80 }) || String(validating: bytes, as: UTF8.self) != nil else {
             throw TimerdError(.badEncoding, "request line is not valid UTF-8")
         }
         return try parse(tokens: Words.tokenize(bytes))
@@ -78,9 +78,7 @@ public struct Request: Sendable, Hashable, CustomStringConvertible {
     /// Parses one request line; same rules and errors as ``parse(line:)`` (a `String` is always valid
     /// UTF-8, so never `.badEncoding`).
     public static func parse(_ line: String) throws(TimerdError) -> Request {
-        var bytes = Array(line.utf8)
-        Request.stripTerminator(&bytes)
-        return try parse(tokens: Words.tokenize(bytes))
+        try parse(tokens: Words.tokenize(Request.withoutTerminator(Array(line.utf8)[...])))
     }
 
     private static func parse(tokens: [Words.Token]) throws(TimerdError) -> Request {
@@ -106,10 +104,17 @@ public struct Request: Sendable, Hashable, CustomStringConvertible {
         return request
     }
 
-    /// Removes one trailing `\n` and then one trailing `\r`.
-    static func stripTerminator(_ bytes: inout [UInt8]) {
+    /// Without one trailing `\n` and then one trailing `\r`.
+    static func withoutTerminator(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
+        var bytes = bytes
         if bytes.last == UInt8(ascii: "\n") { bytes.removeLast() }
         if bytes.last == UInt8(ascii: "\r") { bytes.removeLast() }
+        return bytes
+    }
+
+    /// Removes one trailing `\n` and then one trailing `\r`.
+    static func stripTerminator(_ bytes: inout [UInt8]) {
+        bytes.removeLast(bytes.count - withoutTerminator(bytes[...]).count)
     }
 
 

@@ -144,7 +144,7 @@ struct WordsTests {
 
     @Test("only unquoted raw bytes form option keys and the -- marker")
     func rawPrefix() throws {
-        let tokens = try Words.tokenize(Array(#"a=b 'a=b' a'=b' "a"=b a\=b -- '--' -\- a=' x'"#.utf8))
+        let tokens = try Words.tokenize(Array(#"a=b 'a=b' a'=b' "a"=b a\=b -- '--' -\- a=' x'"#.utf8)[...])
         #expect(tokens.map { $0.option?.key } == ["a", nil, nil, nil, nil, nil, nil, nil, "a"])
         #expect(tokens.map(\.isDoubleDash) == [false, false, false, false, false, true, false, false, false])
         #expect(tokens.last?.option?.value == " x")
