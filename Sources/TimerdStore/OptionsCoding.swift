@@ -8,18 +8,22 @@ import TimerdProtocol
 enum OptionsCoding {
     /// Byte for byte what `Payload.encode` writes for the pairs, without an encoder per job (at a
     /// pipelined `ADD` per job, the encoder was a noticeable part of the store's time).
+    /// The bytes are reserved at once, and the punctuation appended as bytes (a writer's call per
+    /// bracket and each doubling of the buffer were most of an `ADD`'s encoding).
     static func encode(_ options: [KeyValue]) -> String {
-        var json = JSONBytes()
-        json.raw("[")
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(options.reduce(2) { $0 + $1.key.utf8.count + $1.value.utf8.count + 8 })
+        bytes.append(UInt8(ascii: "["))
         for (index, option) in options.enumerated() {
-            json.raw(index == 0 ? "[" : ",[")
-            json.string(option.key)
-            json.raw(",")
-            json.string(option.value)
-            json.raw("]")
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            bytes.append(UInt8(ascii: "["))
+            JSONBytes.appendQuoted(option.key, to: &bytes)
+            bytes.append(UInt8(ascii: ","))
+            JSONBytes.appendQuoted(option.value, to: &bytes)
+            bytes.append(UInt8(ascii: "]"))
         }
-        json.raw("]")
-        return String(decoding: json.bytes, as: UTF8.self)
+        bytes.append(UInt8(ascii: "]"))
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// Parses what `encode` writes (and any JSON of that shape); throws on anything else.
