@@ -21,6 +21,13 @@ public enum DurationText {
     public static let maximum = Duration.seconds(100 * 366 * 86_400)
 
     /// Parses `text`. Throws `bad-argument` with a message that quotes the input and says what was expected.
+    /// A letter of a unit: ASCII letters without a look at the scalar's Unicode properties (which was
+    /// most of parsing `1h`), any other alphabetic scalar (`µ` included).
+    private static func isUnitLetter(_ scalar: Unicode.Scalar) -> Bool {
+        guard scalar.isASCII else { return scalar.properties.isAlphabetic || scalar == "µ" }
+        return (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(UInt8(scalar.value) | 0x20)
+    }
+
     public static func parse(_ text: String) throws(TimerdError) -> Duration {
         let scalars = Array(text.unicodeScalars)
         var index = 0
@@ -53,7 +60,7 @@ public enum DurationText {
             guard digits > 0 else { throw fail("expected a number") }
             skipSpaces()
             var unit = ""
-            while index < scalars.count, scalars[index].properties.isAlphabetic || scalars[index] == "µ" {
+            while index < scalars.count, isUnitLetter(scalars[index]) {
                 unit.unicodeScalars.append(scalars[index])
                 index += 1
             }

@@ -147,6 +147,9 @@ public struct JobSpec: Equatable, Sendable {
     /// Builds a spec from `key=value` options and an optional argv (the words after `--`).
     ///
     /// Throws `bad-argument` (with `key` set to the offending key) or `missing-argument`.
+    /// The keys that each give the schedule (one at most).
+    private static let scheduleKeys = ["every", "in", "at", "cron", "calendar"]
+
     public init(name: JobName, options: [KeyValue], argv: [String]? = nil) throws(TimerdError) {
         var single: OptionValues = [:]
         var env: [KeyValue] = []
@@ -188,7 +191,7 @@ public struct JobSpec: Equatable, Sendable {
         }
 
         // Schedule: exactly one of every / in / at / cron / calendar.
-        let given = options.map(\.key).filter { ["every", "in", "at", "cron", "calendar"].contains($0) }
+        let given = options.map(\.key).filter(Self.scheduleKeys.contains)
         guard given.count <= 1 else {
             throw TimerdError(.badArgument, "give only one of every, in, at, cron and calendar (got \(given.joined(separator: ", ")))", key: given[1])
         }
@@ -516,6 +519,7 @@ public struct JobSpec: Equatable, Sendable {
     /// The spec as canonical `key=value` options (argv jobs use the `argv` key, quoted word by word).
     public var options: [KeyValue] {
         var list: [KeyValue] = []
+        list.reserveCapacity(8)
         switch schedule {
         case .every(let interval, let start):
             list.append(KeyValue("every", DurationText.format(interval)))
@@ -583,7 +587,7 @@ public struct JobSpec: Equatable, Sendable {
         if let group { list.append(KeyValue("group", group)) }
         if let owner { list.append(KeyValue("owner", owner.description)) }
         list += tags.map { KeyValue("tag", $0) }
-        if modes != [Mode.defaultName] { list.append(KeyValue("modes", modes.joined(separator: ","))) }
+        if modes.count != 1 || modes[0] != Mode.defaultName { list.append(KeyValue("modes", modes.joined(separator: ","))) }
         if let onFailure { list.append(KeyValue("on_failure", onFailure.description)) }
         if let onRecovery { list.append(KeyValue("on_recovery", onRecovery.description)) }
         if historyLimit != Limits.defaultHistoryLimit { list.append(KeyValue("history_limit", String(historyLimit))) }
