@@ -137,8 +137,7 @@ public enum Words {
                 current.append(bytes[i + 1])
                 i += 2
             default:
-                // A run of plain bytes at once (byte by byte, the appends were a third of a pipelined
-                // `ADD`'s parsing).
+                // A run of plain bytes at once, not an append call per byte.
                 inWord = true
                 var end = i + 1
                 while end < n, !isSpecial(bytes[end]) { end += 1 }

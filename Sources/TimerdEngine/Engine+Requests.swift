@@ -229,7 +229,7 @@ extension Engine {
 
     /// Puts a job made by `makeJob` in the table and arms it. `recorded`: `plan` wrote the job's record
     /// ahead, made from this job, which nothing has changed since (it was in no table): it is not
-    /// described and compared again (that was a tenth of a pipelined `ADD`'s instructions).
+    /// described and compared again (that was 7% of a pipelined `ADD`'s instructions).
     private mutating func insert(_ job: EngineJob, _ request: AddJob, recorded: Bool = false) throws(TimerdError) {
         let spec = request.spec
         let name = spec.name
