@@ -304,7 +304,7 @@ actor Registry {
         for (position, ((index, change), result)) in zip(saving, results).enumerated() {
             if position % Self.dueCheckEvery == 0 { deliverDue() }
             let saved: Input = switch result {
-            case .success: .changeSaved(change)
+            case .success: .changeSaved(change, moreToCome: position < saving.count - 1)
             case .failure(let error): .changeNotSaved(change, error)
             }
             guard let answer = handle(saved).answer else { preconditionFailure("the engine did not answer a saved change") }

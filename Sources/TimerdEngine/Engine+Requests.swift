@@ -240,7 +240,7 @@ extension Engine {
         noteNameUsed(name)
         jobs[name] = job
         if recorded { savedAhead.removeFirst() } else { persistJob(job) }
-        log(.info, name, "added (\(request.origin.label)): \(spec.schedule.summary): \(spec.action.summary)")
+        if settings.logs { addedUnlogged.append((job, request.origin.label)) }
         if case .webhook(let hook) = spec.action, hook.insecure {
             log(.warning, name, "insecure=yes: the server's TLS certificate is not verified")
         }

@@ -111,7 +111,9 @@ package enum Input: Sendable {
     /// Start-up, after the config: the runtime jobs and config jobs' last fires from `state.db`.
     case restore(RestoredState)
     /// The records of a request's change (`Effect.writeAhead`) are durable: the change takes effect.
-    case changeSaved(UInt64)
+    /// `moreToCome`: more changes of the same burst of requests follow at once (the jobs it adds are
+    /// logged together when it ends, `Engine.logAdded`).
+    case changeSaved(UInt64, moreToCome: Bool = false)
     /// They could not be written: the change is dropped and the request answered with `error`.
     case changeNotSaved(UInt64, TimerdError)
     /// The next slice of a change answered `Answer.partlyApplied(change)` (a `CANCEL` of many jobs).
@@ -262,6 +264,13 @@ package struct Engine: Sendable {
     /// Finished runtime jobs kept for `show`; beyond this the oldest finished ones are forgotten.
     package static let finishedRuntimeJobsKept = 1_000
 
+    /// Jobs added and not logged yet: the burst of requests that adds them is logged when it ends
+    /// (`Input.changeSaved`'s `moreToCome`), whatever else is handled meanwhile (jobs due between them).
+    var addedUnlogged: [(job: EngineJob, origin: String)] = []
+    var burstGoesOn = false
+    /// Beyond this many jobs added at once, one line names the first of them and counts the rest.
+    static let addedLinesMax = 10
+
     /// The effects of the input being handled.
     var out: [Effect] = []
     /// The instant of the input being handled.
@@ -285,7 +294,7 @@ package struct Engine: Sendable {
             answer = .success(.released(switchMode(to: mode)))
         case .reload(let declared, let maxRunning, let pools):
             answer = Result { () throws(TimerdError) in try applyConfig(declared, maxRunning: maxRunning, pools: pools); return .done }
-        case .changeSaved(let number):
+        case .changeSaved(let number, _):
             if let change = awaitingSave.removeValue(forKey: number) {
                 addsBeingSaved.remove(change)
                 if let saving = cancelsSaving.removeValue(forKey: number) {
@@ -346,6 +355,12 @@ package struct Engine: Sendable {
         case .remoteRun(let record, let final):
             noteRemoteRun(record, final: final)
         }
+        switch input {
+        case .changeSaved(_, let moreToCome): burstGoesOn = moreToCome
+        case .changeNotSaved: burstGoesOn = false
+        default: break
+        }
+        if !burstGoesOn { logAdded() }
         if let answer { out.append(.reply(answer)) }
         return out
     }
@@ -401,6 +416,31 @@ package struct Engine: Sendable {
     mutating func log(_ level: LogLevel, _ message: @autoclosure () -> String) {
         guard settings.logs else { return }
         out.append(.log(level, job: nil, run: nil, message()))
+    }
+
+    /// Logs the jobs added since the last time: a line each, or for more than `addedLinesMax` one line
+    /// per origin that names the first ten (a client pipelining 100,000 `ADD`s made 100,000 lines, and
+    /// journald keeps 10,000 a service per 30 s by default; each job's `WATCH` event and `WHY` stay).
+    mutating func logAdded() {
+        guard !addedUnlogged.isEmpty else { return }
+        defer { addedUnlogged.removeAll(keepingCapacity: addedUnlogged.count <= 1_024) }
+        guard addedUnlogged.count > Self.addedLinesMax else {
+            for (job, origin) in addedUnlogged {
+                log(.info, job.name, "added (\(origin)): \(job.spec.schedule.summary): \(job.spec.action.summary)")
+            }
+            return
+        }
+        var order: [String] = []
+        var byOrigin: [String: [JobName]] = [:]
+        for (job, origin) in addedUnlogged {
+            if byOrigin[origin] == nil { order.append(origin) }
+            byOrigin[origin, default: []].append(job.name)
+        }
+        for origin in order {
+            let names = byOrigin[origin]!
+            let shown = names.prefix(10).map(\.rawValue).joined(separator: ", ")
+            log(.info, "added \(names.count.counted("job")) (\(origin)): " + shown + (names.count > 10 ? " and \(names.count - 10) more" : ""))
+        }
     }
 
     mutating func decide(_ decision: Decision) {

@@ -45,6 +45,46 @@ import TimerdCore
         #expect(!driver.effects.contains { if case .persist(.job) = $0 { true } else { false } })
     }
 
+    /// The lines of `effects` that say jobs were added.
+    private static func addedLines(_ effects: [Effect]) -> [String] {
+        effects.compactMap { effect in
+            guard case .log(_, _, _, let message) = effect, message.hasPrefix("added") else { return nil }
+            return message
+        }
+    }
+
+    @Test func theJobsABurstOfRequestsAddsAreLoggedWhenItEnds() throws {
+        var driver = Driver()
+        // One request: its line at once.
+        let single = try #require(Self.unsaved(&driver, .add(AddJob(
+            spec: T.spec("one", ["every": "10s"]), origin: .runtime, owner: T.root, civil: nil))))
+        #expect(Self.addedLines(driver.engine.handle(.changeSaved(single.change), at: driver.clock.now()))
+            == ["added (runtime): every 10s: true"])
+        // A burst: nothing while more of it comes, even with other inputs between (a job due), then a
+        // line each for a few jobs, or one line for many.
+        for count in [3, 12] {
+            let changes = try (0..<count).map { index in
+                try #require(Self.unsaved(&driver, .add(AddJob(
+                    spec: T.spec("b\(count)-\(index)", ["every": "1m"]), origin: .runtime, owner: T.root, civil: nil)))).change
+            }
+            var lines: [String] = []
+            for (index, change) in changes.enumerated() {
+                let last = index == changes.count - 1
+                lines += Self.addedLines(driver.engine.handle(.changeSaved(change, moreToCome: !last), at: driver.clock.now()))
+                if !last {
+                    #expect(lines.isEmpty)
+                    lines += Self.addedLines(driver.engine.handle(.deadlineReached(T.name("one"), jobID: 0), at: driver.clock.now()))
+                }
+            }
+            if count == 3 {
+                #expect(lines == Array(repeating: "added (runtime): every 1m: true", count: 3), "\(lines)")
+            } else {
+                #expect(lines == ["added 12 jobs (runtime): " + (0..<10).map { "b12-\($0)" }.joined(separator: ", ") + " and 2 more"])
+            }
+        }
+        for count in [3, 12] { #expect((0..<count).allSatisfy { driver.engine.job(T.name("b\(count)-\($0)")) != nil }) }
+    }
+
     @Test func anAddThatCannotBeSavedLeavesNothing() throws {
         var driver = Driver()
         driver.saveFailure = Self.full
