@@ -20,7 +20,6 @@ public enum DurationText {
     /// The longest duration accepted anywhere (100 years), so arithmetic on deadlines cannot overflow.
     public static let maximum = Duration.seconds(100 * 366 * 86_400)
 
-    /// Parses `text`. Throws `bad-argument` with a message that quotes the input and says what was expected.
     /// A letter of a unit: ASCII letters without a look at the scalar's Unicode properties (which was
     /// most of parsing `1h`), any other alphabetic scalar (`µ` included).
     private static func isUnitLetter(_ scalar: Unicode.Scalar) -> Bool {
@@ -28,6 +27,7 @@ public enum DurationText {
         return (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(UInt8(scalar.value) | 0x20)
     }
 
+    /// Parses `text`. Throws `bad-argument` with a message that quotes the input and says what was expected.
     public static func parse(_ text: String) throws(TimerdError) -> Duration {
         let scalars = Array(text.unicodeScalars)
         var index = 0

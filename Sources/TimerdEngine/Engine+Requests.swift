@@ -278,8 +278,13 @@ extension Engine {
 
     /// `cancelled 3 jobs: a, b, c`; beyond ten names, `…, j9 and 990 more`.
     static func cancelledSummary(_ names: [JobName]) -> String {
+        namesSummary("cancelled", names)
+    }
+
+    /// One line for many jobs: `VERB N jobs[ DETAIL]: a, b, … and M more` (the first ten named).
+    static func namesSummary(_ verb: String, _ names: [JobName], detail: String = "") -> String {
         let shown = names.prefix(10).map(\.rawValue).joined(separator: ", ")
-        return "cancelled \(names.count.counted("job")): " + shown + (names.count > 10 ? " and \(names.count - 10) more" : "")
+        return "\(verb) \(names.count.counted("job"))\(detail): " + shown + (names.count > 10 ? " and \(names.count - 10) more" : "")
     }
 
     /// Removes a job, stops its timer and drops its pending fires. Its runs in progress are stopped as

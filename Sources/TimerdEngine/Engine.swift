@@ -267,6 +267,7 @@ package struct Engine: Sendable {
     /// Jobs added and not logged yet: the burst of requests that adds them is logged when it ends
     /// (`Input.changeSaved`'s `moreToCome`), whatever else is handled meanwhile (jobs due between them).
     var addedUnlogged: [(job: EngineJob, origin: String)] = []
+    /// The last saved change said more of its burst comes.
     var burstGoesOn = false
     /// Beyond this many jobs added at once, one line names the first of them and counts the rest.
     static let addedLinesMax = 10
@@ -436,11 +437,7 @@ package struct Engine: Sendable {
             if byOrigin[origin] == nil { order.append(origin) }
             byOrigin[origin, default: []].append(job.name)
         }
-        for origin in order {
-            let names = byOrigin[origin]!
-            let shown = names.prefix(10).map(\.rawValue).joined(separator: ", ")
-            log(.info, "added \(names.count.counted("job")) (\(origin)): " + shown + (names.count > 10 ? " and \(names.count - 10) more" : ""))
-        }
+        for origin in order { log(.info, Self.namesSummary("added", byOrigin[origin]!, detail: " (\(origin))")) }
     }
 
     mutating func decide(_ decision: Decision) {
