@@ -240,7 +240,7 @@ extension Engine {
         noteNameUsed(name)
         jobs[name] = job
         if recorded { savedAhead.removeFirst() } else { persistJob(job) }
-        if settings.logs { addedUnlogged.append((job, request.origin.label)) }
+        if settings.logs { addedUnlogged.append(job) }
         if case .webhook(let hook) = spec.action, hook.insecure {
             log(.warning, name, "insecure=yes: the server's TLS certificate is not verified")
         }

@@ -266,7 +266,7 @@ package struct Engine: Sendable {
 
     /// Jobs added and not logged yet: the burst of requests that adds them is logged when it ends
     /// (`Input.changeSaved`'s `moreToCome`), whatever else is handled meanwhile (jobs due between them).
-    var addedUnlogged: [(job: EngineJob, origin: String)] = []
+    var addedUnlogged: [EngineJob] = []
     /// The last saved change said more of its burst comes.
     var burstGoesOn = false
     /// Beyond this many jobs added at once, one line names the first of them and counts the rest.
@@ -426,14 +426,15 @@ package struct Engine: Sendable {
         guard !addedUnlogged.isEmpty else { return }
         defer { addedUnlogged.removeAll(keepingCapacity: addedUnlogged.count <= 1_024) }
         guard addedUnlogged.count > Self.addedLinesMax else {
-            for (job, origin) in addedUnlogged {
-                log(.info, job.name, "added (\(origin)): \(job.spec.schedule.summary): \(job.spec.action.summary)")
+            for job in addedUnlogged {
+                log(.info, job.name, "added (\(job.origin.label)): \(job.spec.schedule.summary): \(job.spec.action.summary)")
             }
             return
         }
         var order: [String] = []
         var byOrigin: [String: [JobName]] = [:]
-        for (job, origin) in addedUnlogged {
+        for job in addedUnlogged {
+            let origin = job.origin.label
             if byOrigin[origin] == nil { order.append(origin) }
             byOrigin[origin, default: []].append(job.name)
         }

@@ -23,6 +23,35 @@ import Testing
         return try #require(try JSONSerialization.jsonObject(with: Data(reply.dropFirst(3).utf8)) as? [[String: Any]])
     }
 
+    /// How many jobs the log says were added: `added N jobs (runtime): …` lines and single-job lines.
+    static func addedInLog(_ log: String) -> (jobs: Int, lines: Int) {
+        var jobs = 0, lines = 0
+        for line in log.split(separator: "\n") {
+            if let range = line.range(of: "INFO added "), let count = Int(line[range.upperBound...].prefix { $0.isNumber }),
+               line[range.upperBound...].contains(" jobs (runtime): ") {
+                jobs += count
+                lines += 1
+            } else if line.contains(" added (runtime): ") {
+                jobs += 1
+                lines += 1
+            }
+        }
+        return (jobs, lines)
+    }
+
+    @Test func aPipelinedBurstOfAddsIsLoggedInAFewLinesThatCountEveryJob() throws {
+        let daemon = try Daemon()
+        try Self.addMany(daemon)
+        // Every job is counted once, in lines of many (the batches a connection's burst is taken in).
+        #expect(eventually("the log to count every job") { Self.addedInLog(daemon.log).jobs == Self.count })
+        let (jobs, lines) = Self.addedInLog(daemon.log)
+        #expect(jobs == Self.count)
+        #expect(lines < Self.count / 10, "\(lines) lines for \(Self.count) jobs")
+        // One job on its own still gets its line with what it does.
+        #expect(try daemon.request("ADD alone every=5m command=true") == "OK")
+        #expect(daemon.logShows("job=alone added (runtime): every 5m: true"))
+    }
+
     @Test func aLargeListIsOneValidLineInOrderWithTheRepliesAroundIt() throws {
         let daemon = try Daemon()
         try Self.addMany(daemon)
