@@ -39,7 +39,9 @@ struct Report {
         let loads = latenessLoads()
         for jobs in loads {
             text += "## Lateness: \(jobs) jobs each due every second (\(jobs) fires/s, phases spread evenly)\n\n"
-            text += "Each run starts `bench/probe`, which writes how late it started against its due time. The three "
+            text += "Each run starts `bench/probe`, which writes how late it started against its due time. timerd's jobs "
+            text += "are added one `ADD` at a time, each `start` set to put job i at i/N of the wall-clock second, the "
+            text += "launcher's phases (Registering: how long that took, and how far `LIST`'s next fires are from them). The three "
             text += "ran back to back; the load is the machine's one-minute load average at the end of each window, "
             text += "CPU per fire the scheduler's own CPU time (not its children's) over the fires due.\n\n"
             text += "| Scheduler | Window | Fires due | Commands started | Registering | Due → handler p50 / p99 / max (ms) "
@@ -48,7 +50,8 @@ struct Report {
             for scheduler in ["timerd", "systemd", "launcher"] {
                 guard let row = commandLateness(scheduler, jobs) else { continue }
                 text += "| \(row.label) | \(fmt(row.seconds, 0)) s | \(row.expected) | \(row.starts)"
-                text += " | \(row.registerSeconds.map { "\(fmt($0 * 1000, 1)) ms" } ?? "–") | \(triple(row.dispatch))"
+                let phases = row.phaseError.map { ", phases within \(fmt($0, 2)) ms" } ?? ""
+                text += " | \(row.registerSeconds.map { "\(fmt($0 * 1000, 0)) ms\(phases)" } ?? "–") | \(triple(row.dispatch))"
                 text += " | \(row.text) | \(row.cpuPerFire.map { "\(fmt($0 * 1e6, 0)) µs" } ?? "–")"
                 text += " | \(row.load.map { fmt($0, 2) } ?? "–") |\n"
                 if row.summary != nil {

@@ -23,6 +23,8 @@ struct CommandLateness {
     var expected: Int
     var starts: Int
     var registerSeconds: Double?
+    /// timerd's schedule against the launcher's, at most (`LatenessResult.phase_error_ms`).
+    var phaseError: Double? = nil
     var dispatch: Summary?
     /// nil when the scheduler fell behind by more than the probe can measure (its lateness wraps at the
     /// 1 s period), so percentiles would mean nothing: it started fewer than 95% of the fires due, or a
@@ -60,6 +62,7 @@ extension Report {
                 registerSeconds: scheduler == "timerd" ? result.register_seconds : nil, dispatch: result.dispatch_ms,
                 samples: samples, cpuPerFire: result.cpu_seconds.map { $0 / Double(max(1, result.expected_fires)) },
                 load: result.load_average)
+            row.phaseError = result.phase_error_ms
         }
         if Double(row.starts) >= 0.95 * Double(row.expected), let summary = Summary(milliseconds: samples), summary.p90 < 500 {
             row.summary = summary

@@ -43,6 +43,9 @@ struct LatenessResult: Codable {
     var cpu_seconds: Double? = nil
     /// The machine's one-minute load average at the end of the window.
     var load_average: Double? = nil
+    /// How far timerd's schedule is from the launcher's (job i at i/N of the second), as `LIST` gives
+    /// the jobs' next fires, at most (nil for the launcher, whose phases are exact by construction).
+    var phase_error_ms: Double? = nil
 }
 
 func runLateness(_ setup: Setup, jobs: Int, seconds: Double) throws -> LatenessResult {
@@ -52,14 +55,27 @@ func runLateness(_ setup: Setup, jobs: Int, seconds: Double) throws -> LatenessR
     let samplesPath = "\(setup.out)/\(name).samples"
     Measure.truncate(samplesPath)
     let client = try BenchClient(socket: daemon.socket)
-    let lines = (0..<jobs).map { index in
-        let phase = 2_000_000_000 + index * 1_000_000_000 / jobs
-        return "ADD b\(index) every=1s start=\(phase)ns tag=bench -- \(setup.probe) \(samplesPath) 1000000000 0"
-    }
+    // The launcher's schedule: job i due at i/N of every wall-clock second. An `every` grid starts when
+    // timerd handles the ADD, so the ADDs go one at a time, each `start` computed as it is sent (pipelined,
+    // job i's grid would start i ADDs after job 0's: with 1,000 jobs registered in 25 ms, the first 25 ms
+    // of each second would carry two jobs a millisecond). A job handled more than 0.2 ms after its ADD was
+    // sent (`LIST`'s next fire tells) is cancelled and added again, up to five rounds.
     let registerStart = Measure.now()
-    let errors = try client.pipeline(lines)
+    var misplaced = Array(0..<jobs)
+    var phaseError = 0.0
+    for round in 0..<6 where !misplaced.isEmpty {
+        for index in misplaced {
+            if round > 0 { _ = try client.request("CANCEL b\(index)") }
+            let phase = Int64(index) * 1_000_000_000 / Int64(jobs)
+            let start = ((phase - wallNanoseconds() % 1_000_000_000) % 1_000_000_000 + 1_000_000_000) % 1_000_000_000 + 1_000_000_000
+            let reply = try client.request("ADD b\(index) every=1s start=\(start)ns tag=bench -- \(setup.probe) \(samplesPath) 1000000000 0")
+            guard reply == "OK" else { throw BenchError("ADD b\(index): \(reply)") }
+        }
+        let errors = try phaseErrors(client, jobs: jobs)
+        phaseError = errors.max() ?? 0
+        misplaced = errors.indices.filter { errors[$0] > 0.2 }
+    }
     let registerSeconds = Measure.seconds(since: registerStart)
-    guard errors.isEmpty else { throw BenchError("ADD failed: \(errors[0])") }
     // After the jobs (`WATCH tag=T` of a tag no job has is an error), before their first fires (2 s on).
     let watcher = try FireWatcher(socket: daemon.socket, filter: "tag=bench")
     // Every job has fired at least once (first fires within 3 s) before the window opens.
@@ -80,7 +96,26 @@ func runLateness(_ setup: Setup, jobs: Int, seconds: Double) throws -> LatenessR
         jobs: jobs, seconds: seconds, expected_fires: Int(Double(jobs) * seconds), fired: dispatch.count,
         starts: command.count, register_seconds: registerSeconds, dispatch_ms: Summary(milliseconds: dispatch),
         command_ms: Summary(milliseconds: command), rss_kb: rss, watcher_dropped: watcher.dropped.get(), cpu_seconds: cpu,
-        load_average: load)
+        load_average: load, phase_error_ms: phaseError)
+}
+
+/// How far each job's fires, as `LIST` gives their `next_fire`, are from the launcher's phases (job
+/// `b<i>` at i/`jobs` of the second), in milliseconds, by job index.
+func phaseErrors(_ client: BenchClient, jobs: Int) throws -> [Double] {
+    let listed = try client.request("LIST tag=bench")
+    guard listed.hasPrefix("OK "),
+          let list = try JSONSerialization.jsonObject(with: Data(listed.utf8.dropFirst(3))) as? [[String: Any]],
+          list.count == jobs else { throw BenchError("LIST tag=bench: \(listed.prefix(200))") }
+    var errors = [Double](repeating: 0, count: jobs)
+    for job in list {
+        guard let name = job["name"] as? String, let index = Int(name.dropFirst()), errors.indices.contains(index),
+              let next = job["next_fire"] as? String, let ns = HookCounter.nanoseconds(rfc3339: next) else {
+            throw BenchError("LIST tag=bench: a job without a name or next_fire: \(job)")
+        }
+        let off = (ns % 1_000_000_000 - Int64(index) * 1_000_000_000 / Int64(jobs) + 1_500_000_000) % 1_000_000_000 - 500_000_000
+        errors[index] = Double(abs(off)) / 1e6
+    }
+    return errors
 }
 
 /// 2. Many registered jobs: adding them (pipelined, and one connection per request), memory per job,
