@@ -107,7 +107,8 @@ public enum UnixSocket {
     }
 
     /// The path a listening socket is bound to (nil for an unnamed or abstract socket), e.g. to set the
-    /// permissions of a socket systemd created.
+    /// permissions of a socket systemd created. A relative path (`timerd --socket t.sock`) is as it was
+    /// bound: relative to the working directory, which timerd never changes.
     ///
     /// The corresponding C function is `getsockname`.
     public static func localPath(_ socket: FileDescriptor) -> String? {
@@ -120,7 +121,7 @@ public enum UnixSocket {
         let bytes = withUnsafeBytes(of: &address.sun_path) { raw in
             Array(raw.prefix(max(0, Int(length) - MemoryLayout<sa_family_t>.size)).prefix { $0 != 0 })
         }
-        guard let first = bytes.first, first == UInt8(ascii: "/") else { return nil }
+        guard !bytes.isEmpty else { return nil }
         return String(decoding: bytes, as: UTF8.self)
     }
 

@@ -101,6 +101,37 @@ import TimerdTestSupport
         }
     }
 
+    @Test func aRelativeSocketPathGetsItsPermissionsSet() throws {
+        let directory = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        _ = FileManager.default.createFile(atPath: directory + "/empty.conf", contents: Data())
+        // `--socket t.sock` from the directory it is in: bound relative to timerd's working directory, and
+        // found there again to be given its mode (it was left as bind made it, with a warning).
+        let notify = try NotifySocket(path: directory + "/notify.sock")
+        let log = directory + "/timerd.log"
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: timerd)
+        process.arguments = ["--socket", "t.sock", "--config", "empty.conf", "--state-dir", "state"]
+        process.currentDirectoryURL = URL(fileURLWithPath: directory)
+        var environment = ProcessInfo.processInfo.environment
+        environment["NOTIFY_SOCKET"] = notify.path
+        process.environment = environment
+        process.standardError = FileHandle(forWritingAtPath: log)
+        try process.run()
+        defer {
+            kill(process.processIdentifier, SIGTERM)
+            process.waitUntilExit()
+        }
+        #expect(notify.waitFor("READY=1", timeout: 20))
+        let mode = try #require(try FileManager.default.attributesOfItem(atPath: directory + "/t.sock")[.posixPermissions] as? Int)
+        #expect(mode == 0o600 || mode == 0o660, "mode \(String(mode, radix: 8))")
+        // The ready line follows READY=1 (log lines are written by a queue of their own).
+        eventually("the ready line") { (try? String(contentsOfFile: log, encoding: .utf8))?.contains("listening on t.sock") == true }
+        let text = try String(contentsOfFile: log, encoding: .utf8)
+        #expect(!text.contains("control socket: cannot find its file"), "\(text)")
+    }
+
     @Test func aSecondDaemonOnTheSameSocketIsRefused() throws {
         let daemon = try Daemon()
         // A state directory in the first one's test directory: timerd opens its state before it binds, and
