@@ -255,6 +255,51 @@ struct kernel_sigaction {
 #define SPAWN_STACK_SIZE (16 * 1024)
 
 // Everything the child reads or writes, in one allocation the parent frees once `tid` is 0.
+// The kernel's struct sched_attr up to sched_period (SCHED_ATTR_SIZE_VER0: no utilisation clamps).
+struct tsys_sched_attr {
+    uint32_t size;
+    uint32_t policy;
+    uint64_t flags;
+    int32_t nice;
+    uint32_t priority;
+    uint64_t runtime;
+    uint64_t deadline;
+    uint64_t period;
+};
+
+// What the daemon's scheduling was before tsys_sched_request_slice shortened its slice: every command
+// gets it back before execve. Written once, before the daemon has other threads (see the header). Since
+// Linux 6.12 sched_getattr reports the slice in use, the kernel's default included, so a command gets that
+// length back as a slice of its own: the same length, though no longer following a change of the
+// kernel's default (sched/base_slice_ns in debugfs) made while it runs.
+static struct tsys_sched_attr command_sched;
+static int command_sched_saved;
+
+int tsys_sched_request_slice(uint64_t nanoseconds) {
+    struct tsys_sched_attr attr;
+    memset(&attr, 0, sizeof attr);
+    if (syscall(SYS_sched_getattr, 0, &attr, sizeof attr, 0) != 0) return -1;
+    // Realtime and deadline policies are the administrator's choice, and have no slice to shorten.
+    if (attr.policy != SCHED_OTHER && attr.policy != SCHED_BATCH && attr.policy != SCHED_IDLE) {
+        errno = ENOTSUP;
+        return -1;
+    }
+    attr.size = sizeof attr;
+    struct tsys_sched_attr shorter = attr;
+    shorter.runtime = nanoseconds;
+    if (syscall(SYS_sched_setattr, 0, &shorter, 0) != 0) return -1;
+    command_sched = attr;
+    __atomic_store_n(&command_sched_saved, 1, __ATOMIC_RELEASE);
+    return 0;
+}
+
+uint64_t tsys_sched_slice(pid_t tid) {
+    struct tsys_sched_attr attr;
+    memset(&attr, 0, sizeof attr);
+    if (syscall(SYS_sched_getattr, tid, &attr, sizeof attr, 0) != 0) return UINT64_MAX;
+    return attr.runtime;
+}
+
 struct spawn_block {
     // Set to 1 by the parent before clone; the kernel writes 0 (CLONE_CHILD_CLEARTID) when the child
     // has left this address space (execve or exit) and wakes futex waiters.
@@ -280,6 +325,8 @@ struct spawn_block {
     gid_t gid;
     gid_t *groups;
     size_t group_count;
+    int has_sched;
+    struct tsys_sched_attr sched;           // the scheduling the daemon had before its short slice
     int has_settings;
     struct tsys_process_settings settings;  // `limits` points into `rlimits`
     struct tsys_rlimit rlimits[16];
@@ -396,6 +443,10 @@ CHILD_CODE static int spawn_child(void *arg) {
     // (with the new identity's rights), signals, exec. Signals are all blocked until the end.
     if (RAW_FAILED(r = RAW0(SYS_setsid))) child_fail(args, TSYS_SPAWN_STAGE_SETUP, r);
     child_descriptors(args);
+    // The daemon's short slice is for its own threads: the command gets the scheduling the daemon was
+    // started with. Not a reason to refuse the run if the kernel says no (the same call that shortened
+    // the slice succeeded), so the result is not checked.
+    if (args->has_sched) RAW3(SYS_sched_setattr, 0, (long)&args->sched, 0);
     if (args->has_settings) child_settings(args);
     if (args->has_credentials) child_credentials(args);
     if (args->cwd != NULL && RAW_FAILED(r = RAW1(SYS_chdir, args->cwd))) child_fail(args, TSYS_SPAWN_STAGE_CHDIR, r);
@@ -493,6 +544,8 @@ int tsys_spawn_start(pid_t *pid, struct tsys_spawn_pending **pending, const char
     struct rlimit files;
     block->fd_limit = 1u << 20;
     if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < block->fd_limit) block->fd_limit = (unsigned)files.rlim_cur;
+    block->has_sched = __atomic_load_n(&command_sched_saved, __ATOMIC_ACQUIRE);
+    if (block->has_sched) block->sched = command_sched;
     block->has_settings = settings != NULL;
     if (settings != NULL) {
         block->settings = *settings;

@@ -103,6 +103,10 @@ public actor Daemon {
             CurrentProcess.writeToStderr("timerd: cannot set up signal handling: \(error)\n")
             CurrentProcess.exit(1)
         }
+        // Also before any other thread exists, so that every thread inherits it: a short scheduling slice,
+        // so the threads that deliver a due timer and start its run preempt whatever runs (other jobs'
+        // commands, mostly) instead of waiting up to its slice. Commands get the scheduling timerd had.
+        let slice = Result { () throws(Errno) in try CurrentProcess.requestSchedulingSlice(nanoseconds: Self.schedulingSlice) }
         // Durable state: jobs added at run time and run history (docs/state.md). A database that cannot be
         // read is moved aside by the store and reported; a directory that cannot be used stops start-up.
         let stateDirectory = options.stateDirectory ?? DaemonOptions.defaultStateDirectory()
@@ -143,6 +147,7 @@ public actor Daemon {
                               + "session or process group (setsid) is out of reach when it is stopped")
         }
         daemon.raiseOpenFileLimit()
+        daemon.reportSchedulingSlice(slice)
         daemon.log.info("state in \(stateDirectory)/state.db")
         daemon.submit { await $0.start(socket: socket, configuration: configuration) }
         while true {
@@ -222,6 +227,21 @@ public actor Daemon {
                 }
             }(),
             resourceSupport: RunResourceSupport(cgroups))
+    }
+
+    /// The scheduling slice timerd's threads ask for: the shortest Linux gives (0.1 ms). A fire's turn on
+    /// the registry's queue and its spawn take about that (docs/performance.md, "Fire to command (round 9)").
+    static let schedulingSlice: UInt64 = 100_000
+
+    private nonisolated func reportSchedulingSlice(_ result: Result<Void, Errno>) {
+        switch result {
+        case .success:
+            log.debug("scheduling: threads ask for a \(DurationText.format(.nanoseconds(Int64(Self.schedulingSlice)))) slice; commands get timerd's own scheduling")
+        case .failure(.notSupported):
+            log.info("scheduling: a realtime or deadline policy; left as it is")
+        case .failure(let error):
+            log.notice("scheduling: cannot ask for a short slice (\(error)): a due job can wait for a busy CPU up to the running task's slice")
+        }
     }
 
     /// Lets timerd hold as many clients and job pipes as the hard limit allows: under systemd's default soft

@@ -48,6 +48,8 @@ public struct Errno: Error, Sendable, Hashable, RawRepresentable, CustomStringCo
     public static let notDirectory = Errno(rawValue: ENOTDIR)
     public static let notConnected = Errno(rawValue: ENOTCONN)
     public static let notSocket = Errno(rawValue: ENOTSOCK)
+    /// ENOTSUP, which is EOPNOTSUPP on Linux.
+    public static let notSupported = Errno(rawValue: ENOTSUP)
     public static let operationNotPermitted = Errno(rawValue: EPERM)
     /// EAGAIN, which is EWOULDBLOCK on Linux.
     public static let wouldBlock = Errno(rawValue: EAGAIN)

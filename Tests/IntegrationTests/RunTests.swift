@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import TimerdSystem
 
 /// What a run gets and how runs end: environment, output, exit results, timeouts, overlap, the run cap.
 @Suite struct RunTests {
@@ -45,6 +46,27 @@ import Testing
         eventually("second ran") { daemon.lines("signals").contains { $0.hasPrefix("SigBlk:") } }
         let fields = daemon.lines("signals").filter { $0.hasPrefix("SigBlk:") || $0.hasPrefix("SigPnd:") || $0.hasPrefix("ShdPnd:") }
         #expect(fields.sorted() == ["ShdPnd:\t0000000000000000", "SigBlk:\t0000000000000000", "SigPnd:\t0000000000000000"])
+    }
+
+    @Test(.enabled(if: kernelAtLeast(6, 12), "a slice of one's own is Linux 6.12's (EEVDF); earlier kernels report none"))
+    func timerdsThreadsAskForAShortSliceAndItsRunsGetTheDefault() throws {
+        let daemon = try Daemon()
+        let pid = daemon.process.processIdentifier
+        let out = daemon.directory + "/pid"
+        let stop = daemon.directory + "/stop"
+        #expect(try daemon.send("ADD slow in=10ms command='echo $$ > \(out); until [ -e \(stop) ]; do sleep 0.05; done'") == ["OK"])
+        defer { _ = FileManager.default.createFile(atPath: stop, contents: nil) }
+        eventually("started") { daemon.lines("pid").count == 1 }
+        let run = try #require(Int32(daemon.lines("pid")[0]))
+        // Every thread of timerd asks for 0.1 ms, the ones started after start-up too (inherited) …
+        let threads = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task").compactMap { Int32($0) }
+        #expect(threads.count > 2)
+        for thread in threads { #expect(CurrentProcess.schedulingSlice(thread: thread) == 100_000, "thread \(thread)") }
+        // … and the command it started the slice timerd itself was started with: this thread's, which it
+        // inherited (the kernel's default, 1.4 ms on 2 CPUs, unless whoever runs the tests chose another).
+        let own = try #require(CurrentProcess.schedulingSlice(thread: 0))
+        #expect(own != 100_000)
+        #expect(CurrentProcess.schedulingSlice(thread: run) == own)
     }
 
     @Test func argvRunsWithoutAShell() throws {
@@ -340,4 +362,14 @@ enum Words {
     static func quote(_ word: String) -> String {
         "'" + word.replacingOccurrences(of: "'", with: "'\"'\"'") + "'"
     }
+}
+
+/// Whether the running kernel's release is at least `major`.`minor`.
+func kernelAtLeast(_ major: Int, _ minor: Int) -> Bool {
+    var uts = utsname()
+    uname(&uts)
+    let release = withUnsafeBytes(of: &uts.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+    let parts = release.split(whereSeparator: { !$0.isNumber }).prefix(2).compactMap { Int($0) }
+    guard parts.count == 2 else { return false }
+    return (parts[0], parts[1]) >= (major, minor)
 }

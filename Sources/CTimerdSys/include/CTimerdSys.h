@@ -12,6 +12,7 @@
 #define CTIMERDSYS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #ifdef __cplusplus
@@ -160,6 +161,20 @@ int tsys_thread_set_mask(const int *signals, int count);
 
 /// Blocks every signal in the calling thread, as Dispatch worker threads do. Returns 0 or -1.
 int tsys_thread_block_all_signals(void);
+
+/// Asks the kernel for a scheduling slice of `nanoseconds` for the calling thread (sched_setattr's
+/// sched_runtime under SCHED_OTHER, SCHED_BATCH or SCHED_IDLE; Linux 6.12 and later clamp it to
+/// 0.1–100 ms, and a task with a shorter slice preempts one with a longer slice when it wakes; earlier
+/// kernels accept and ignore it). Threads created afterwards inherit it, and so would children: from
+/// then on tsys_spawn_start gives every command the scheduling the caller had before, ahead of its own
+/// settings. Call it once, before the process has other threads. Returns 0, or -1 with errno
+/// (ENOTSUP under a realtime or deadline policy, which is left alone).
+int tsys_sched_request_slice(uint64_t nanoseconds);
+
+/// The scheduling slice of thread `tid` (0: the caller) as sched_getattr reports it, in nanoseconds (Linux
+/// 6.12 and later: the slice asked for, else the kernel's default; earlier kernels: 0), UINT64_MAX if it
+/// cannot be read.
+uint64_t tsys_sched_slice(pid_t tid);
 
 /// The English description of `err` ("No such file or directory"), or NULL if unknown.
 /// MT-safe and never localised (strerrordesc_np).
