@@ -69,6 +69,15 @@ struct SystemdTests {
         #expect(status.stdout.contains("Active: active (running)"), "systemctl status:\n\(status.stdout)")
         #expect(status.stdout.contains("Status: \""), "systemctl status shows no Status line:\n\(status.stdout)")
         print("systemctl status timerd:\n\(status.stdout)")
+        // RestrictRealtime=yes (timerd.service) filters realtime policies only: timerd's short slice under
+        // SCHED_OTHER is still granted (docs/architecture.md, "Scheduling"). /proc/PID/sched is the
+        // kernel's debug view (CONFIG_SCHED_DEBUG), and a slice of one's own Linux 6.12's.
+        let refused = try testbed.journal(["-u", "timerd.service"]).filter { Testbed.message($0).contains("scheduling:") }
+        #expect(refused.isEmpty, "\(refused.map(Testbed.message))")
+        if let pid = properties["MainPID"], let sched = try? testbed.inside(["cat", "/proc/\(pid)/sched"]), sched.succeeded,
+           let line = sched.stdout.split(separator: "\n").first(where: { $0.hasPrefix("se.slice") }) {
+            #expect(line.split(separator: " ").last == "100000", "\(line)")
+        }
     }
 
     @Test("a config job's output is in the journal with TIMERD_JOB= and TIMERD_RUN=")
