@@ -254,7 +254,6 @@ struct kernel_sigaction {
 // touches become resident.
 #define SPAWN_STACK_SIZE (16 * 1024)
 
-// Everything the child reads or writes, in one allocation the parent frees once `tid` is 0.
 // The kernel's struct sched_attr up to sched_period (SCHED_ATTR_SIZE_VER0: no utilisation clamps).
 struct tsys_sched_attr {
     uint32_t size;
@@ -300,6 +299,7 @@ uint64_t tsys_sched_slice(pid_t tid) {
     return attr.runtime;
 }
 
+// Everything the child reads or writes, in one allocation the parent frees once `tid` is 0.
 struct spawn_block {
     // Set to 1 by the parent before clone; the kernel writes 0 (CLONE_CHILD_CLEARTID) when the child
     // has left this address space (execve or exit) and wakes futex waiters.

@@ -80,6 +80,12 @@ func wallNanoseconds() -> Int64 {
     return now.seconds * 1_000_000_000 + Int64(now.nanoseconds)
 }
 
+/// The `start` (ns) of an `every=1s` job added now whose fires fall at `phase` ns into each wall-clock
+/// second: between 1 and 2 s from now (its grid starts when timerd handles the `ADD`).
+func startForPhase(_ phase: Int64) -> Int64 {
+    ((phase - wallNanoseconds() % 1_000_000_000) % 1_000_000_000 + 1_000_000_000) % 1_000_000_000 + 1_000_000_000
+}
+
 /// Sleeps until the wall clock reads `ns` (since the epoch).
 func sleepUntilWall(_ ns: Int64) {
     let left = ns - wallNanoseconds()
@@ -152,7 +158,7 @@ func runCluster(_ setup: Setup, etcd etcdBinary: String, nodes count: Int, jobs:
     for index in 0..<jobs {
         let phase = Int64(index) * 1_000_000_000 / Int64(jobs)
         let sent = Measure.now()
-        let start = ((phase - wallNanoseconds() % 1_000_000_000) % 1_000_000_000 + 1_000_000_000) % 1_000_000_000 + 1_000_000_000
+        let start = startForPhase(phase)
         let reply = try clients[0].request("ADD c\(index) every=1s start=\(start)ns tag=cluster webhook=http://127.0.0.1:\(server.port)/hook")
         guard reply == "OK" else { throw BenchError("ADD c\(index): \(reply)") }
         addMilliseconds.append(Measure.seconds(since: sent) * 1000)

@@ -66,8 +66,7 @@ func runLateness(_ setup: Setup, jobs: Int, seconds: Double) throws -> LatenessR
     for round in 0..<6 where !misplaced.isEmpty {
         for index in misplaced {
             if round > 0 { _ = try client.request("CANCEL b\(index)") }
-            let phase = Int64(index) * 1_000_000_000 / Int64(jobs)
-            let start = ((phase - wallNanoseconds() % 1_000_000_000) % 1_000_000_000 + 1_000_000_000) % 1_000_000_000 + 1_000_000_000
+            let start = startForPhase(Int64(index) * 1_000_000_000 / Int64(jobs))
             let reply = try client.request("ADD b\(index) every=1s start=\(start)ns tag=bench -- \(setup.probe) \(samplesPath) 1000000000 0")
             guard reply == "OK" else { throw BenchError("ADD b\(index): \(reply)") }
         }
