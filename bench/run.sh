@@ -3,7 +3,8 @@
 # timerd-bench (the Makefile builds them first). Environment:
 #   BENCH_OUT      where results go (default bench/results; not under /tmp: the systemd peer runs in a
 #                  namespace with its own /tmp)
-#   BENCH_SECONDS  length of each lateness window (default 60), and of the cluster window (default 20)
+#   BENCH_SECONDS  each scheduler's lateness window at each load (default 60; timerd's and the launcher's
+#                  are cut into BENCH_TURNS turns, default 4), and the cluster window (default 20)
 #   BENCH_LOADS    lateness loads in jobs (= fires per second), comma-separated (default 1000,200)
 #   BENCH_SCALE    jobs in the scale test (default 100000)
 #   BENCH_PEERS    "systemd" (default) or "none"
@@ -24,12 +25,13 @@ case "$out" in
 esac
 mkdir -p "$out"
 # Results of an earlier run must not leak into this report.
-rm -f "$out"/*.json "$out"/*.samples "$out"/*.dispatch "$out"/*.dat "$out"/*.log "$out"/report.md "$out"/lateness.*
+rm -f "$out"/*.json "$out"/*.samples "$out"/*.probe-lines "$out"/*.dispatch "$out"/*.dat "$out"/*.log "$out"/report.md "$out"/lateness.*
 cc -O2 -Wall -Wextra -o "$out/probe" bench/probe.c
 cc -O2 -Wall -Wextra -o "$out/launcher" bench/launcher.c
 
-# Lateness, one load at a time: systemd 252, timerd and the bare C launcher (the floor) back to back, so
-# the three see the same machine and their ratios mean something.
+# Lateness, one load at a time: systemd 252, then timerd and the bare C launcher (the floor) taking turns
+# (timerd-bench's --turns, 4 windows each by default), so the two whose ratio is the target see the same
+# mix of the machine's moments.
 for jobs in ${loads//,/ }; do
     if [ "$peers" = systemd ]; then
         echo "systemd 252 peer: $jobs timers every second for $seconds s …"
@@ -44,7 +46,7 @@ for jobs in ${loads//,/ }; do
         fi
     fi
     "$bin/timerd-bench" run --timerd "$bin/timerd" --probe "$out/probe" --launcher "$out/launcher" --out "$out" \
-        --seconds "$seconds" --loads "$jobs" --only lateness
+        --seconds "$seconds" --turns "${BENCH_TURNS:-4}" --loads "$jobs" --only lateness
 done
 
 # The webhook scenario's server: Debian's nginx binary, unpacked (not installed: the package would start

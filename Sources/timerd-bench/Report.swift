@@ -41,8 +41,15 @@ struct Report {
             text += "## Lateness: \(jobs) jobs each due every second (\(jobs) fires/s, phases spread evenly)\n\n"
             text += "Each run starts `bench/probe`, which writes how late it started against its due time. timerd's jobs "
             text += "are added one `ADD` at a time, each `start` set to put job i at i/N of the wall-clock second, the "
-            text += "launcher's phases (Registering: how long that took, and how far `LIST`'s next fires are from them). The three "
-            text += "ran back to back; the load is the machine's one-minute load average at the end of each window, "
+            text += "launcher's phases (Registering: how long that took, and how far `LIST`'s next fires are from them). "
+            if let turns = load(LatenessResult.self, "timerd-\(jobs).json")?.turns, turns > 1 {
+                text += "timerd and the launcher took turns, \(turns) windows each (timerd, launcher, launcher, timerd, …; "
+                text += "timerd's jobs paused while the launcher ran), so both saw the same mix of moments; systemd before them. "
+                text += "The window is the sum of a scheduler's; the load is the machine's one-minute load average at the end "
+                text += "of its last window, "
+            } else {
+                text += "The three ran back to back; the load is the machine's one-minute load average at the end of each window, "
+            }
             text += "CPU per fire the scheduler's own CPU time (not its children's) over the fires due.\n\n"
             text += "| Scheduler | Window | Fires due | Commands started | Registering | Due → handler p50 / p99 / max (ms) "
             text += "| Due → command running p50 / p90 / p99 / max (ms) | CPU per fire | Load |\n"

@@ -46,14 +46,22 @@ struct LatenessResult: Codable {
     /// How far timerd's schedule is from the launcher's (job i at i/N of the second), as `LIST` gives
     /// the jobs' next fires, at most (nil for the launcher, whose phases are exact by construction).
     var phase_error_ms: Double? = nil
+    /// The windows the peers' time was cut into, taking turns (`runLateness`); nil from before turns.
+    var turns: Int? = nil
 }
 
-func runLateness(_ setup: Setup, jobs: Int, seconds: Double) throws -> LatenessResult {
+/// Runs the lateness scenario for timerd and, with `setup.launcher`, the bare C launcher, taking turns:
+/// `turns` windows each of `seconds / turns`, in the order timerd, launcher, launcher, timerd, timerd, …
+/// (so neither always goes first), timerd's jobs paused (`PAUSE tag=bench`) while the launcher runs and
+/// the launcher stopped while timerd's run. The host's speed changes over minutes, and back to back
+/// the two measured different machines: taking turns, both see the same mix of moments. Each turn but
+/// timerd's first opens after a warm-up (`RESUME`, or a fresh launcher), and its probe lines are the
+/// ones appended between its opening and its close.
+func runLateness(_ setup: Setup, jobs: Int, seconds: Double, turns: Int) throws -> (timerd: LatenessResult, launcher: LatenessResult?) {
     let name = "timerd-\(jobs)"
     let daemon = try setup.daemon(name, maxRunning: 1_000)
     defer { daemon.stop() }
-    let samplesPath = "\(setup.out)/\(name).samples"
-    Measure.truncate(samplesPath)
+    let timerdLines = ProbeLines(path: "\(setup.out)/\(name).probe-lines")
     let client = try BenchClient(socket: daemon.socket)
     // The launcher's schedule: job i due at i/N of every wall-clock second. An `every` grid starts when
     // timerd handles the ADD, so the ADDs go one at a time, each `start` computed as it is sent (pipelined,
@@ -67,7 +75,7 @@ func runLateness(_ setup: Setup, jobs: Int, seconds: Double) throws -> LatenessR
         for index in misplaced {
             if round > 0 { _ = try client.request("CANCEL b\(index)") }
             let start = startForPhase(Int64(index) * 1_000_000_000 / Int64(jobs))
-            let reply = try client.request("ADD b\(index) every=1s start=\(start)ns tag=bench -- \(setup.probe) \(samplesPath) 1000000000 0")
+            let reply = try client.request("ADD b\(index) every=1s start=\(start)ns tag=bench -- \(setup.probe) \(timerdLines.path) 1000000000 0")
             guard reply == "OK" else { throw BenchError("ADD b\(index): \(reply)") }
         }
         let errors = try phaseErrors(client, jobs: jobs)
@@ -77,25 +85,104 @@ func runLateness(_ setup: Setup, jobs: Int, seconds: Double) throws -> LatenessR
     let registerSeconds = Measure.seconds(since: registerStart)
     // After the jobs (`WATCH tag=T` of a tag no job has is an error), before their first fires (2 s on).
     let watcher = try FireWatcher(socket: daemon.socket, filter: "tag=bench")
-    // Every job has fired at least once (first fires within 3 s) before the window opens.
+    // Every job has fired at least once (first fires within 3 s) before the first window opens.
     Measure.sleep(seconds: 4)
-    Measure.truncate(samplesPath)
-    watcher.phase.set("window")
-    let cpuBefore = try daemon.probe.cpuSeconds()
-    Measure.sleep(seconds: seconds)
-    let cpu = try daemon.probe.cpuSeconds() - cpuBefore
-    let load = Measure.loadAverage()
-    watcher.phase.set(nil)
-    let command = Measure.probeSamples(samplesPath)
+
+    let window = seconds / Double(max(1, turns))
+    var timerdTurn = LatenessTurns()
+    var launcherTurn = LatenessTurns()
+    var timerdPaused = false
+    func timerdWindow() throws {
+        if timerdPaused {
+            let reply = try client.request("RESUME tag=bench")
+            guard reply.hasPrefix("OK") else { throw BenchError("RESUME tag=bench: \(reply)") }
+            // Each job fires once within the first second after RESUME.
+            Measure.sleep(seconds: LatenessTurns.warmUp)
+        }
+        watcher.phase.set("window")
+        try timerdTurn.measure(lines: timerdLines, process: daemon.probe, seconds: window)
+        watcher.phase.set(nil)
+        let reply = try client.request("PAUSE tag=bench")
+        guard reply.hasPrefix("OK") else { throw BenchError("PAUSE tag=bench: \(reply)") }
+        timerdPaused = true
+    }
+    let launcherLines = ProbeLines(path: "\(setup.out)/launcher-\(jobs).probe-lines")
+    Measure.truncate("\(setup.out)/launcher-\(jobs).log")
+    for turn in 0..<max(1, turns) {
+        let timerdFirst = turn % 2 == 0
+        if timerdFirst { try timerdWindow() }
+        if let launcher = setup.launcher {
+            try launcherWindow(setup, launcher: launcher, jobs: jobs, lines: launcherLines, seconds: window, turns: &launcherTurn)
+        }
+        if !timerdFirst { try timerdWindow() }
+    }
     let rss = try daemon.residentBytes() / 1024
     _ = try client.request("CANCEL tag=bench")
+    try timerdTurn.writeSamples(from: timerdLines, to: "\(setup.out)/\(name).samples")
+    let command = Measure.probeSamples("\(setup.out)/\(name).samples")
     let dispatch = watcher.samples
     try Measure.write(dispatch.map { String($0) }.joined(separator: "\n") + "\n", to: "\(setup.out)/\(name).dispatch")
-    return LatenessResult(
+    let timerd = LatenessResult(
         jobs: jobs, seconds: seconds, expected_fires: Int(Double(jobs) * seconds), fired: dispatch.count,
         starts: command.count, register_seconds: registerSeconds, dispatch_ms: Summary(milliseconds: dispatch),
-        command_ms: Summary(milliseconds: command), rss_kb: rss, watcher_dropped: watcher.dropped.get(), cpu_seconds: cpu,
-        load_average: load, phase_error_ms: phaseError)
+        command_ms: Summary(milliseconds: command), rss_kb: rss, watcher_dropped: watcher.dropped.get(),
+        cpu_seconds: timerdTurn.cpuSeconds, load_average: timerdTurn.loadAverage, phase_error_ms: phaseError,
+        turns: turns)
+    guard setup.launcher != nil else { return (timerd, nil) }
+    try launcherTurn.writeSamples(from: launcherLines, to: "\(setup.out)/launcher-\(jobs).samples")
+    let launched = Measure.probeSamples("\(setup.out)/launcher-\(jobs).samples")
+    let launcher = LatenessResult(
+        peer: "bare C launcher", jobs: jobs, seconds: seconds, expected_fires: Int(Double(jobs) * seconds), fired: launched.count,
+        starts: launched.count, register_seconds: 0, dispatch_ms: nil, command_ms: Summary(milliseconds: launched),
+        rss_kb: launcherTurn.residentKB, watcher_dropped: false, cpu_seconds: launcherTurn.cpuSeconds,
+        load_average: launcherTurn.loadAverage, turns: turns)
+    return (timerd, launcher)
+}
+
+/// The file the probes of one peer append to over all its turns, and the lines of each window.
+struct ProbeLines {
+    let path: String
+
+    init(path: String) {
+        self.path = path
+        Measure.truncate(path)
+    }
+
+    /// Lines appended so far (each probe writes one whole line with one `write`, O_APPEND).
+    func count() -> Int {
+        guard let bytes = try? FileSystem.readFile(path) else { return 0 }
+        return bytes.reduce(0) { $1 == UInt8(ascii: "\n") ? $0 + 1 : $0 }
+    }
+}
+
+/// What one peer's windows add up to: which probe lines fell in them, its CPU time over them, the load
+/// average at the end of the last.
+struct LatenessTurns {
+    /// From a `RESUME`, or a launcher's start (its first fires at the next whole second), to a window.
+    static let warmUp = 1.5
+
+    var windows: [Range<Int>] = []
+    var cpuSeconds = 0.0
+    var loadAverage: Double?
+    var residentKB: UInt64 = 0
+
+    mutating func measure(lines: ProbeLines, process: ProcessProbe, seconds: Double) throws {
+        let first = lines.count()
+        let cpuBefore = try process.cpuSeconds()
+        Measure.sleep(seconds: seconds)
+        cpuSeconds += try process.cpuSeconds() - cpuBefore
+        windows.append(first..<lines.count())
+        loadAverage = Measure.loadAverage()
+        residentKB = try process.residentBytes() / 1024
+    }
+
+    /// The windows' lines, in order, as the peer's samples file (what the report reads).
+    func writeSamples(from lines: ProbeLines, to path: String) throws {
+        let all = (try? FileSystem.readFile(lines.path)).map { String(decoding: $0, as: UTF8.self) } ?? ""
+        let split = all.split(separator: "\n", omittingEmptySubsequences: false)
+        let kept = windows.flatMap { split[min($0.lowerBound, split.count)..<min($0.upperBound, split.count)] }
+        try Measure.write(kept.map { $0 + "\n" }.joined(), to: path)
+    }
 }
 
 /// How far each job's fires, as `LIST` gives their `next_fire`, are from the launcher's phases (job

@@ -5,7 +5,7 @@ import TimerdSystem
 // timerd (a release build) on a socket in the output directory and drives it over the control socket.
 
 let usage = """
-    usage: timerd-bench run --timerd PATH [--probe PATH] --out DIR [--launcher PATH] [--seconds S] [--loads N,N]
+    usage: timerd-bench run --timerd PATH [--probe PATH] --out DIR [--launcher PATH] [--seconds S] [--loads N,N] [--turns T]
                             [--scale-jobs N] [--throughput-jobs N] [--throughput-seconds S]
                             [--webhook-jobs N] [--nginx PATH] [--idle-seconds S]
                             [--cluster-loads NODES:RATE,…] [--cluster-seconds S] [--etcd PATH] [--only LIST]
@@ -13,7 +13,8 @@ let usage = """
 
     run      lateness (N jobs every second for S seconds, for each N in --loads, default 1000,200;
              S default 60; with --launcher, the bare C launcher of bench/launcher.c runs the same
-             schedule after timerd at each load, as the floor), scale (--scale-jobs, default 100000), throughput (--throughput-jobs each
+             schedule at each load, as the floor, the two taking turns: T windows of S/T s each,
+             default 4), scale (--scale-jobs, default 100000), throughput (--throughput-jobs each
              due every second, default 3000, for 20 s) and idle (default 60 s); --only picks some of
              lateness,scale,throughput,webhooks,idle,cluster; webhooks (--webhook-jobs each due every
              second, default 8000, to a local nginx given by --nginx); cluster (for each NODES:RATE of
@@ -71,13 +72,12 @@ do {
     if only.contains("lateness") {
         for load in (options["loads"] ?? "1000,200").split(separator: ",") {
             guard let jobs = Int(load), jobs > 0 else { throw BenchError("--loads: not a job count: \(load)") }
-            print("lateness: \(jobs) jobs every second for \(Int(seconds)) s …")
-            let result = try runLateness(setup, jobs: jobs, seconds: seconds)
-            try Measure.writeJSON(result, to: "\(out)/timerd-\(jobs).json")
-            if let launcher = setup.launcher {
-                print("lateness: the bare C launcher, \(jobs) jobs every second for \(Int(seconds)) s …")
-                try Measure.writeJSON(try runLauncher(setup, launcher: launcher, jobs: jobs, seconds: seconds), to: "\(out)/launcher-\(jobs).json")
-            }
+            let turns = Int(number("turns", 4))
+            guard turns > 0 else { throw BenchError("--turns: at least 1") }
+            print("lateness: \(jobs) jobs every second for \(Int(seconds)) s\(setup.launcher == nil ? "" : ", taking \(turns) turns with the bare C launcher") …")
+            let result = try runLateness(setup, jobs: jobs, seconds: seconds, turns: turns)
+            try Measure.writeJSON(result.timerd, to: "\(out)/timerd-\(jobs).json")
+            if let launcher = result.launcher { try Measure.writeJSON(launcher, to: "\(out)/launcher-\(jobs).json") }
         }
     }
     if only.contains("scale") {

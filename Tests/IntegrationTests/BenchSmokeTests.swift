@@ -12,15 +12,18 @@ struct BenchSmokeTests {
         let bench = try TestBinaries.executable("timerd-bench", in: TestBinaries.bundleDirectory, from: "the test bundle's directory")
         let directory = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        // The probe the benchmarked commands run, built as bench/run.sh builds it (clang comes with Swift).
-        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../bench/probe.c").standardized.path
-        let compiled = try Daemon.run("/usr/bin/env", ["clang", "-O2", "-o", directory + "/probe", source])
-        try #require(compiled.status == 0, "\(compiled.stderr)")
+        // The probe the benchmarked commands run and the bare launcher (the floor), built as bench/run.sh
+        // builds them (clang comes with Swift).
+        for program in ["probe", "launcher"] {
+            let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../bench/\(program).c").standardized.path
+            let compiled = try Daemon.run("/usr/bin/env", ["clang", "-O2", "-o", directory + "/" + program, source])
+            try #require(compiled.status == 0, "\(compiled.stderr)")
+        }
         let out = directory + "/results"
         try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
         let ran = try Daemon.run(bench, [
-            "run", "--timerd", try Daemon.binary("timerd"), "--probe", directory + "/probe", "--out", out,
-            "--only", "lateness,scale,throughput,idle,cluster", "--loads", "20", "--seconds", "1", "--scale-jobs", "300",
+            "run", "--timerd", try Daemon.binary("timerd"), "--probe", directory + "/probe", "--launcher", directory + "/launcher", "--out", out,
+            "--only", "lateness,scale,throughput,idle,cluster", "--loads", "20", "--seconds", "1", "--turns", "2", "--scale-jobs", "300",
             "--throughput-jobs", "20", "--throughput-seconds", "1", "--idle-seconds", "1", "--cluster-loads", "1:20", "--cluster-seconds", "1",
         ])
         #expect(ran.status == 0, "\(ran.stdout)\n\(ran.stderr)")
@@ -29,7 +32,7 @@ struct BenchSmokeTests {
         let text = (try? String(contentsOfFile: out + "/report.md", encoding: .utf8)) ?? ""
         for section in [
             "## Issue #24: cluster", "## Scale: 300 registered jobs", "## Lateness: 20 jobs",
-            "| `timerctl --json list` of 300 jobs |",
+            "| `timerctl --json list` of 300 jobs |", "| bare C launcher | 1 s |", "took turns, 2 windows each",
         ] {
             #expect(text.contains(section), "the report lacks \(section)")
         }
