@@ -127,7 +127,7 @@ extension Report {
 
         var text = "## Issue #19: every measure\n\n"
         text += "The floor is what a program doing only that gets on this machine: the bare C launcher "
-        text += "(`bench/launcher.c`, run right after timerd at the same load) for lateness, a bare Dispatch program for "
+        text += "(`bench/launcher.c`, taking turns with timerd at the same load) for lateness, a bare Dispatch program for "
         text += "idle cost. Ratio: timerd ÷ floor.\n\n"
         text += "| Measure | timerd | systemd 252 | Floor | Ratio | Target | Met? |\n|---|---|---|---|---|---|---|\n"
         for row in rows {
