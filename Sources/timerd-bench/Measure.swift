@@ -41,6 +41,16 @@ enum Measure {
         return String(decoding: bytes, as: UTF8.self).split(separator: " ").first.flatMap { Double($0) }
     }
 
+    /// CPU time the hypervisor took from this machine's CPUs so far (`steal` of /proc/stat's first line,
+    /// all CPUs), seconds; nil if unreadable. On a virtual machine, time stolen in a window stalls every
+    /// scheduler in it alike.
+    static func stolenSeconds() -> Double? {
+        guard let bytes = try? FileSystem.readFile("/proc/stat") else { return nil }
+        let first = String(decoding: bytes.prefix { $0 != UInt8(ascii: "\n") }, as: UTF8.self).split(separator: " ")
+        guard first.first == "cpu", first.count > 8, let steal = Double(first[8]) else { return nil }
+        return steal / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
     /// Empties a file the probes append to.
     static func truncate(_ path: String) { _ = Glibc.truncate(path, 0) }
 

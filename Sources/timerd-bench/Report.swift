@@ -50,17 +50,18 @@ struct Report {
             } else {
                 text += "The three ran back to back; the load is the machine's one-minute load average at the end of each window, "
             }
-            text += "CPU per fire the scheduler's own CPU time (not its children's) over the fires due.\n\n"
+            text += "CPU per fire the scheduler's own CPU time (not its children's) over the fires due, stolen the CPU time "
+            text += "the hypervisor took from the machine's CPUs during the window (a stall for every scheduler alike).\n\n"
             text += "| Scheduler | Window | Fires due | Commands started | Registering | Due → handler p50 / p99 / max (ms) "
-            text += "| Due → command running p50 / p90 / p99 / max (ms) | CPU per fire | Load |\n"
-            text += "|---|---|---|---|---|---|---|---|---|\n"
+            text += "| Due → command running p50 / p90 / p99 / max (ms) | CPU per fire | Load | Stolen |\n"
+            text += "|---|---|---|---|---|---|---|---|---|---|\n"
             for scheduler in ["timerd", "systemd", "launcher"] {
                 guard let row = commandLateness(scheduler, jobs) else { continue }
                 text += "| \(row.label) | \(fmt(row.seconds, 0)) s | \(row.expected) | \(row.starts)"
                 let phases = row.phaseError.map { ", phases within \(fmt($0, 2)) ms" } ?? ""
                 text += " | \(row.registerSeconds.map { "\(fmt($0 * 1000, 0)) ms\(phases)" } ?? "–") | \(triple(row.dispatch))"
                 text += " | \(row.text) | \(row.cpuPerFire.map { "\(fmt($0 * 1e6, 0)) µs" } ?? "–")"
-                text += " | \(row.load.map { fmt($0, 2) } ?? "–") |\n"
+                text += " | \(row.load.map { fmt($0, 2) } ?? "–") | \(row.stolen.map { "\(fmt($0 * 1000, 0)) ms" } ?? "–") |\n"
                 if row.summary != nil {
                     series.append(Series(label: "\(row.label), \(jobs) fires/s", file: "cdf-\(scheduler)-\(jobs).dat", milliseconds: row.samples))
                 }

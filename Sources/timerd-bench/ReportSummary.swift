@@ -33,6 +33,8 @@ struct CommandLateness {
     var samples: [Double]
     var cpuPerFire: Double?
     var load: Double?
+    /// CPU time the hypervisor took from the machine over the window, seconds (`LatenessResult.stolen_seconds`).
+    var stolen: Double? = nil
 
     var saturated: Bool { summary == nil }
     /// The percentiles, or how far behind it fell.
@@ -63,6 +65,7 @@ extension Report {
                 samples: samples, cpuPerFire: result.cpu_seconds.map { $0 / Double(max(1, result.expected_fires)) },
                 load: result.load_average)
             row.phaseError = result.phase_error_ms
+            row.stolen = result.stolen_seconds
         }
         if Double(row.starts) >= 0.95 * Double(row.expected), let summary = Summary(milliseconds: samples), summary.p90 < 500 {
             row.summary = summary

@@ -48,6 +48,8 @@ struct LatenessResult: Codable {
     var phase_error_ms: Double? = nil
     /// The windows the peers' time was cut into, taking turns (`runLateness`); nil from before turns.
     var turns: Int? = nil
+    /// CPU time the hypervisor took from the machine over the windows (all CPUs), seconds.
+    var stolen_seconds: Double? = nil
 }
 
 /// Runs the lateness scenario for timerd and, with `setup.launcher`, the bare C launcher, taking turns:
@@ -127,7 +129,7 @@ func runLateness(_ setup: Setup, jobs: Int, seconds: Double, turns: Int) throws 
         starts: command.count, register_seconds: registerSeconds, dispatch_ms: Summary(milliseconds: dispatch),
         command_ms: Summary(milliseconds: command), rss_kb: rss, watcher_dropped: watcher.dropped.get(),
         cpu_seconds: timerdTurn.cpuSeconds, load_average: timerdTurn.loadAverage, phase_error_ms: phaseError,
-        turns: turns)
+        turns: turns, stolen_seconds: timerdTurn.stolenSeconds)
     guard setup.launcher != nil else { return (timerd, nil) }
     try launcherTurn.writeSamples(from: launcherLines, to: "\(setup.out)/launcher-\(jobs).samples")
     let launched = Measure.probeSamples("\(setup.out)/launcher-\(jobs).samples")
@@ -135,7 +137,7 @@ func runLateness(_ setup: Setup, jobs: Int, seconds: Double, turns: Int) throws 
         peer: "bare C launcher", jobs: jobs, seconds: seconds, expected_fires: Int(Double(jobs) * seconds), fired: launched.count,
         starts: launched.count, register_seconds: 0, dispatch_ms: nil, command_ms: Summary(milliseconds: launched),
         rss_kb: launcherTurn.residentKB, watcher_dropped: false, cpu_seconds: launcherTurn.cpuSeconds,
-        load_average: launcherTurn.loadAverage, turns: turns)
+        load_average: launcherTurn.loadAverage, turns: turns, stolen_seconds: launcherTurn.stolenSeconds)
     return (timerd, launcher)
 }
 
@@ -163,14 +165,22 @@ struct LatenessTurns {
 
     var windows: [Range<Int>] = []
     var cpuSeconds = 0.0
+    /// CPU time the hypervisor took over the windows (`Measure.stolenSeconds`), nil if unknown.
+    var stolenSeconds: Double? = 0
     var loadAverage: Double?
     var residentKB: UInt64 = 0
 
     mutating func measure(lines: ProbeLines, process: ProcessProbe, seconds: Double) throws {
         let first = lines.count()
         let cpuBefore = try process.cpuSeconds()
+        let stolenBefore = Measure.stolenSeconds()
         Measure.sleep(seconds: seconds)
         cpuSeconds += try process.cpuSeconds() - cpuBefore
+        if let before = stolenBefore, let after = Measure.stolenSeconds(), let sum = stolenSeconds {
+            stolenSeconds = sum + after - before
+        } else {
+            stolenSeconds = nil
+        }
         windows.append(first..<lines.count())
         loadAverage = Measure.loadAverage()
         residentKB = try process.residentBytes() / 1024

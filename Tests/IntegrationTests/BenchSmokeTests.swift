@@ -32,7 +32,7 @@ struct BenchSmokeTests {
         let text = (try? String(contentsOfFile: out + "/report.md", encoding: .utf8)) ?? ""
         for section in [
             "## Issue #24: cluster", "## Scale: 300 registered jobs", "## Lateness: 20 jobs",
-            "| `timerctl --json list` of 300 jobs |", "| bare C launcher | 1 s |", "took turns, 2 windows each",
+            "| `timerctl --json list` of 300 jobs |", "| bare C launcher | 1 s |", "took turns, 2 windows each", "| Load | Stolen |",
         ] {
             #expect(text.contains(section), "the report lacks \(section)")
         }
