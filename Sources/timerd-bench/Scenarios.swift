@@ -60,6 +60,7 @@ struct LatenessResult: Codable {
 /// timerd's first opens after a warm-up (`RESUME`, or a fresh launcher), and its probe lines are the
 /// ones appended between its opening and its close.
 func runLateness(_ setup: Setup, jobs: Int, seconds: Double, turns: Int) throws -> (timerd: LatenessResult, launcher: LatenessResult?) {
+    precondition(turns > 0, "at least one turn")
     let name = "timerd-\(jobs)"
     let daemon = try setup.daemon(name, maxRunning: 1_000)
     defer { daemon.stop() }
@@ -90,7 +91,7 @@ func runLateness(_ setup: Setup, jobs: Int, seconds: Double, turns: Int) throws 
     // Every job has fired at least once (first fires within 3 s) before the first window opens.
     Measure.sleep(seconds: 4)
 
-    let window = seconds / Double(max(1, turns))
+    let window = seconds / Double(turns)
     var timerdTurn = LatenessTurns()
     var launcherTurn = LatenessTurns()
     var timerdPaused = false
@@ -110,7 +111,7 @@ func runLateness(_ setup: Setup, jobs: Int, seconds: Double, turns: Int) throws 
     }
     let launcherLines = ProbeLines(path: "\(setup.out)/launcher-\(jobs).probe-lines")
     Measure.truncate("\(setup.out)/launcher-\(jobs).log")
-    for turn in 0..<max(1, turns) {
+    for turn in 0..<turns {
         let timerdFirst = turn % 2 == 0
         if timerdFirst { try timerdWindow() }
         if let launcher = setup.launcher {

@@ -70,10 +70,10 @@ do {
     let setup = Setup(timerd: timerd, probe: probe, out: out, launcher: options["launcher"])
     let seconds = number("seconds", 60)
     if only.contains("lateness") {
+        let turns = Int(number("turns", 4))
+        guard turns > 0 else { throw BenchError("--turns: at least 1") }
         for load in (options["loads"] ?? "1000,200").split(separator: ",") {
             guard let jobs = Int(load), jobs > 0 else { throw BenchError("--loads: not a job count: \(load)") }
-            let turns = Int(number("turns", 4))
-            guard turns > 0 else { throw BenchError("--turns: at least 1") }
             print("lateness: \(jobs) jobs every second for \(Int(seconds)) s\(setup.launcher == nil ? "" : ", taking \(turns) turns with the bare C launcher") …")
             let result = try runLateness(setup, jobs: jobs, seconds: seconds, turns: turns)
             try Measure.writeJSON(result.timerd, to: "\(out)/timerd-\(jobs).json")

@@ -36,5 +36,12 @@ struct BenchSmokeTests {
         ] {
             #expect(text.contains(section), "the report lacks \(section)")
         }
+        // Each scheduler's samples are its windows' only (two of 0.5 s at 20 fires/s: about 20), not
+        // the warm-ups around them (1.5 s at each `RESUME` and launcher start: 60 more lines).
+        for scheduler in ["timerd", "launcher"] {
+            let samples = (try? String(contentsOfFile: "\(out)/\(scheduler)-20.samples", encoding: .utf8)) ?? ""
+            let count = samples.split(separator: "\n").count
+            #expect((10...30).contains(count), "\(scheduler): \(count) samples for 20 fires due in its windows")
+        }
     }
 }
