@@ -753,6 +753,27 @@ int tsys_epoll_remove(int epfd, int fd) {
     return epoll_ctl(epfd, EPOLL_CTL_DEL, fd, &ev);
 }
 
+int tsys_epoll_add_readable(int epfd, int fd, unsigned long long id) {
+    struct epoll_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.events = EPOLLIN;
+    ev.data.u64 = id;
+    return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+// libdispatch's run-loop integration, exported for CoreFoundation (swift-corelibs-libdispatch,
+// src/queue.c); not in its public headers.
+extern int _dispatch_get_main_queue_handle_4CF(void);
+extern void _dispatch_main_queue_callback_4CF(void *msg);
+
+int tsys_main_queue_handle(void) { return _dispatch_get_main_queue_handle_4CF(); }
+
+void tsys_main_queue_drain(void) {
+    // Reset first: work queued after this point writes the eventfd again, so nothing is left unseen.
+    tsys_eventfd_reset(_dispatch_get_main_queue_handle_4CF());
+    _dispatch_main_queue_callback_4CF(NULL);
+}
+
 int tsys_epoll_wait(int epfd, unsigned long long *ids, unsigned *events, int max, int timeout_ms) {
     struct epoll_event evs[64];
     if (max > 64) max = 64;
@@ -768,6 +789,15 @@ int tsys_epoll_wait(int epfd, unsigned long long *ids, unsigned *events, int max
 }
 
 int tsys_eventfd(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
+
+void tsys_eventfd_signal(int fd) {
+    while (eventfd_write(fd, 1) == -1 && errno == EINTR) {}
+}
+
+void tsys_eventfd_reset(int fd) {
+    eventfd_t value;
+    while (eventfd_read(fd, &value) == -1 && errno == EINTR) {}
+}
 
 int tsys_timer_fd(int realtime) {
     return timerfd_create(realtime ? CLOCK_REALTIME : CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);

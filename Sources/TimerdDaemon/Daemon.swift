@@ -37,6 +37,7 @@ public actor Daemon {
 
     /// `timerd`'s entry point: parses `arguments` (without the program name), then runs until stopped.
     public static func main(arguments: [String]) -> Never {
+        IOWatcher.onMainThread.store(true, ordering: .releasing)
         let options: DaemonOptions
         do {
             options = try DaemonOptions.parse(arguments)
@@ -150,14 +151,22 @@ public actor Daemon {
         daemon.reportSchedulingSlice(slice)
         daemon.log.info("state in \(stateDirectory)/state.db")
         daemon.submit { await $0.start(socket: socket, configuration: configuration) }
-        while true {
-            do {
-                daemon.received(try Signals.waitForAny(handled))
-            } catch {
-                // sigwait fails only for an invalid signal set: a bug, not an environment failure.
-                preconditionFailure("sigwait failed: \(error)")
+        do {
+            try CurrentProcess.detachThread {
+                while true {
+                do {
+                    daemon.received(try Signals.waitForAny(handled))
+                } catch {
+                    // sigwait fails only for an invalid signal set: a bug, not an environment failure.
+                    preconditionFailure("sigwait failed: \(error)")
+                }
             }
+            }
+        } catch {
+            CurrentProcess.writeToStderr("timerd: cannot start the signal thread: \(error)\n")
+            CurrentProcess.exit(1)
         }
+        IOWatcher.shared.runOnMainThread()
     }
 
     /// `file:line: problem` for each config job, and each `[daemon] user_KEY` ceiling, whose resource settings

@@ -1,8 +1,10 @@
 import Dispatch
+import TimerdSystem
 
 /// When to take, on a queue, what other threads hand over one item at a time (log lines, `WATCH` events):
 /// the first item after a quiet spell is taken at once, and items that arrive within `window` of the
-/// last take wait for the next one, `window` after it. So a lone log line is written as soon as it is
+/// last take wait for the next one, `window` after it (or up to half a window later, when the daemon's
+/// loop wakes anyway). So a lone log line is written as soon as it is
 /// logged, and a daemon starting 1,000 runs a second (two log lines and three events each) wakes its
 /// logger and each watcher's connection at most once per window instead of once per item: each wake of
 /// an idle queue is a thread hand-off, which cost more than the work it did (`docs/performance.md`).
@@ -30,12 +32,14 @@ struct Gathering: Sendable {
         lastTake = now
     }
 
-    /// Runs `take` on `queue` at `time` (`arrived`'s answer): at once if that is not in the future.
+    /// Runs `take` on `queue` at `time` (`arrived`'s answer), or up to half a window later: at once if that
+    /// is not in the future, else from the `IOWatcher`'s loop when it next wakes (a Dispatch timer would
+    /// wake libdispatch's timer thread for each).
     static func schedule(at time: DispatchTime, on queue: DispatchQueue, _ take: @escaping @Sendable () -> Void) {
         if time <= DispatchTime.now() {
             queue.async(execute: take)
         } else {
-            queue.asyncAfter(deadline: time, execute: take)
+            IOWatcher.shared.after(time, leeway: .nanoseconds(window / 2), on: queue, execute: take)
         }
     }
 }

@@ -1,4 +1,5 @@
 import Dispatch
+import TimerdSystem
 
 /// Runs an actor's jobs on a serial `DispatchQueue`, so Dispatch sources that fire on that queue can enter
 /// the actor synchronously (`assumeIsolated`) with no hop. (`DispatchSerialQueue` does not exist on Linux.)
@@ -9,7 +10,7 @@ final class QueueExecutor: SerialExecutor {
     /// (a fire's run to the launcher, a run's events back) is the next block on the thread already
     /// draining it, not a wake-up of another thread; at 1,000 fires/s that was most of the daemon's
     /// thread wake-ups (`docs/performance.md`, "Fire to command (round 5)"). Neither blocks.
-    static let core = DispatchQueue(label: "timerd.core")
+    static let core = DispatchQueue(label: "timerd.core", target: IOWatcher.onMainThread.load(ordering: .acquiring) ? .main : nil)
 
     /// `target`: the queue whose lane it shares (nil: a lane of its own).
     init(label: String, target: DispatchQueue? = nil) {

@@ -102,14 +102,16 @@ extension Registry {
     }
 
     /// A fire's `WHY` record changes two or three times within milliseconds (queued, ran, its result):
-    /// records are written together every 100 ms, each once, so they cost the store about one write per
+    /// records are written together every 100 to 150 ms, each once, so they cost the store about one write per
     /// fire. (They are diagnostics: a crash loses at most the last 100 ms of them, never a job or a run.)
     private func holdFireRecord(_ fire: StoredFire, keep: Int) {
         pendingFireRecords[FireRecordKey(job: fire.job, sequence: fire.sequence)] = (fire, keep)
         guard !fireRecordFlushScheduled else { return }
         fireRecordFlushScheduled = true
         // Weak: a registry that goes (at the end of a test) drops the records it held.
-        queue.asyncAfter(deadline: .now() + .milliseconds(100)) { [weak self] in
+        // From the IOWatcher's loop when it next wakes, which runs this queue's work itself (a Dispatch
+        // timer woke two threads).
+        IOWatcher.shared.after(.now() + .milliseconds(100), leeway: .milliseconds(50), on: queue) { [weak self] in
             self?.assumeIsolated { $0.flushFireRecords() }
         }
     }

@@ -109,7 +109,10 @@ final class Connection: @unchecked Sendable {
         }
         guard first else { return }
         if settings.backgroundDelay > .zero {
-            queue.asyncAfter(deadline: .now() + .nanoseconds(Int(settings.backgroundDelay.nanoseconds))) { self.takeInbox() }
+            // From the IOWatcher's loop, when it next wakes up to half the delay later: a Dispatch timer
+            // would wake libdispatch's timer thread for each.
+            IOWatcher.shared.after(.now() + .nanoseconds(Int(settings.backgroundDelay.nanoseconds)),
+                                   leeway: settings.backgroundDelay / 2, on: queue) { self.takeInbox() }
         } else {
             queue.async { self.takeInbox() }
         }

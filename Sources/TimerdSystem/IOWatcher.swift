@@ -3,8 +3,14 @@ import Dispatch
 import Glibc
 import Synchronization
 
-/// Tells when descriptors become readable or writable: one thread blocked in `epoll_wait`, handlers run
-/// on the queue each registration names.
+/// Tells when descriptors become readable or writable, and when a deadline has come: one thread blocked in
+/// `epoll_wait`, handlers run on the queue each registration names.
+///
+/// In the daemon that thread is the main thread (`runOnMainThread`), which also runs what is queued on the
+/// main Dispatch queue between events, and the registry's and the runs' lane targets the main queue
+/// (`QueueExecutor.core`): a due timer's descriptor, the fire, the spawn of its command, and the run's
+/// output and exit are all handled by the thread that `epoll_wait` woke, with no other thread woken for
+/// them (`docs/architecture.md`, "Threads").
 ///
 /// Why not Dispatch read/write sources: on Linux, libdispatch's epoll bookkeeping can use a freed
 /// muxnote when many sources are created and cancelled quickly (swift-corelibs-libdispatch#949); timerd
@@ -52,10 +58,13 @@ public final class IOWatcher: Sendable {
         var delivering = false
     }
 
-    /// The watcher the daemon uses; its thread starts on first use.
+    /// Set before `shared` is first used to have its loop run by the main thread (`runOnMainThread`).
+    public static let onMainThread = Atomic<Bool>(false)
+
+    /// The watcher the daemon uses; its thread starts on first use (unless `onMainThread`).
     public static let shared: IOWatcher = {
         do {
-            return try IOWatcher()
+            return try IOWatcher(ownThread: !onMainThread.load(ordering: .acquiring))
         } catch {
             fatalError("cannot create the epoll instance: \(error)")
         }
@@ -64,17 +73,43 @@ public final class IOWatcher: Sendable {
     private let epoll: FileDescriptor
     private let registrations = Locked<[UInt64: Registration]>([:])
     private let nextID = Atomic<UInt64>(1)
+    /// Written to wake the loop when a deadline earlier than the one it sleeps until is added.
+    private let wake: FileDescriptor
+    private let timers = Locked(Timers())
 
-    public init() throws(Errno) {
+    /// Work waiting for its deadline (`after`). Few at a time (the daemon's gatherings of log lines, events
+    /// and records: one per purpose), so a plain array.
+    struct Timers: Sendable {
+        var pending: [Timer] = []
+        /// The instant `epoll_wait` sleeps until (`.max`: none) while the loop sleeps; 0 while it runs, when
+        /// it looks at `pending` again before it sleeps.
+        var sleepingUntil: UInt64 = 0
+    }
+
+    struct Timer: Sendable {
+        /// When it may run, and when it must (`DispatchTime.uptimeNanoseconds`).
+        let deadline, latest: UInt64
+        let queue: DispatchQueue
+        let work: @Sendable () -> Void
+    }
+
+    /// Registration ids of the loop's own descriptors (those of `watch` start at 1).
+    private static let wakeID: UInt64 = .max
+    private static let mainQueueID: UInt64 = .max - 1
+
+    /// `ownThread` false: nothing runs the loop until `runOnMainThread` (or, in tests, `runOnce`).
+    public init(ownThread: Bool = true) throws(Errno) {
         epoll = FileDescriptor(rawValue: try checkResult(tsys_epoll_create()))
+        wake = FileDescriptor(rawValue: try checkResult(tsys_eventfd()))
+        _ = try checkResult(tsys_epoll_add_readable(epoll.rawValue, wake.rawValue, Self.wakeID))
+        guard ownThread else { return }
         let box = Unmanaged.passRetained(self)
         var thread = pthread_t()
         let result = pthread_create(&thread, nil, { context in
             let watcher = Unmanaged<IOWatcher>.fromOpaque(context!).takeRetainedValue()
             // Signals belong to Dispatch's signal sources, never to this thread.
             _ = tsys_thread_block_all_signals()
-            watcher.run()
-            return nil
+            watcher.run(drainingMainQueue: false)
         }, box.toOpaque())
         guard result == 0 else {
             box.release()
@@ -138,6 +173,28 @@ public final class IOWatcher: Sendable {
         registrations.withLock { $0[registration.id] = nil }
     }
 
+    /// Runs `work` on `queue` at `deadline`, or up to `leeway` later, as `queue.asyncAfter` would with a
+    /// Dispatch timer's leeway, but from this loop: a Dispatch timer lives on libdispatch's manager thread,
+    /// which woke once for each and then woke a worker. Here work for a queue the loop's thread drains runs
+    /// without waking another thread, and with its leeway it runs when the loop next wakes for anything
+    /// else (a busy daemon's next fire) instead of waking it once more. `epoll_wait`'s timeout has
+    /// millisecond steps, so a deadline may also be a millisecond late: for gathering work together, not
+    /// for jobs' timers (those are `TimerDescriptor`s).
+    public func after(
+        _ deadline: DispatchTime, leeway: Duration = .zero, on queue: DispatchQueue,
+        execute work: @escaping @Sendable () -> Void
+    ) {
+        let slack = UInt64(max(0, leeway.components.seconds)) * 1_000_000_000
+            + UInt64(max(0, leeway.components.attoseconds) / 1_000_000_000)
+        let timer = Timer(deadline: deadline.uptimeNanoseconds, latest: deadline.uptimeNanoseconds &+ slack,
+                          queue: queue, work: work)
+        let wakeUp = timers.withLock { timers -> Bool in
+            timers.pending.append(timer)
+            return timer.latest < timers.sleepingUntil
+        }
+        if wakeUp { tsys_eventfd_signal(wake.rawValue) }
+    }
+
     /// Re-arms `registration` with its current interest once its handler has run.
     private func finishDelivery(_ registration: Registration) {
         registration.state.withLock { state in
@@ -153,38 +210,89 @@ public final class IOWatcher: Sendable {
         _ = tsys_epoll_arm(epoll.rawValue, registration.fd.rawValue, interest.rawValue, registration.id, 1)
     }
 
-    private func run() {
+    /// Runs the loop on the calling thread, the main thread, for good: between events it also runs the
+    /// work queued on the main Dispatch queue (and on the queues that target it). Call at most once.
+    public func runOnMainThread() -> Never {
+        _ = tsys_epoll_add_readable(epoll.rawValue, tsys_main_queue_handle(), Self.mainQueueID)
+        run(drainingMainQueue: true)
+    }
+
+    private func run(drainingMainQueue: Bool) -> Never {
+        var buffers = EventBuffers()
+        while true { runOnce(&buffers, drainingMainQueue: drainingMainQueue) }
+    }
+
+    struct EventBuffers {
         var ids = [UInt64](repeating: 0, count: 64)
         var events = [UInt32](repeating: 0, count: 64)
-        while true {
-            let count = ids.withUnsafeMutableBufferPointer { idBuffer in
-                events.withUnsafeMutableBufferPointer { eventBuffer in
-                    tsys_epoll_wait(epoll.rawValue, idBuffer.baseAddress, eventBuffer.baseAddress, 64, -1)
-                }
+    }
+
+    /// One turn of the loop: sleeps until a descriptor is ready or the earliest deadline comes (not at all
+    /// with `wait` false), hands out what is ready and due, then (`drainingMainQueue`, on the main thread)
+    /// runs what the main queue holds.
+    func runOnce(_ buffers: inout EventBuffers, drainingMainQueue: Bool, wait: Bool = true) {
+        let timeout = wait ? sleepTimeout() : 0
+        let count = buffers.ids.withUnsafeMutableBufferPointer { idBuffer in
+            buffers.events.withUnsafeMutableBufferPointer { eventBuffer in
+                tsys_epoll_wait(epoll.rawValue, idBuffer.baseAddress, eventBuffer.baseAddress, 64, timeout)
             }
-            if count < 0 {
-                if errno == EINTR { continue }
-                fatalError("epoll_wait failed: \(Errno(rawValue: errno))")
+        }
+        let error = errno
+        let due = takeDue()
+        if count < 0, error != EINTR { fatalError("epoll_wait failed: \(Errno(rawValue: error))") }
+        for index in 0..<max(0, Int(count)) {
+            let id = buffers.ids[index]
+            if id == Self.wakeID {
+                tsys_eventfd_reset(wake.rawValue)
+                continue
             }
-            for index in 0..<Int(count) {
-                guard let registration = registrations.withLock({ $0[ids[index]] }) else { continue }
-                // A second event while a handler run is pending can only come from an update that armed the
-                // descriptor just before the first event was taken here: drop it. Nothing is lost, since
-                // readiness is level-triggered: the re-arm after the handler reports what is still ready.
-                let taken = registration.state.withLock { state -> Bool in
-                    guard state.interest != nil, !state.delivering else { return false }
-                    state.delivering = true
-                    return true
-                }
-                guard taken else { continue }
-                let fired = Events(rawValue: events[index])
-                registration.queue.async {
-                    // Cancelled after the event was taken: drop it (the fd may already be closed).
-                    guard registration.state.withLock({ $0.interest != nil }) else { return }
-                    registration.handler(fired)
-                    self.finishDelivery(registration)
-                }
+            guard let registration = registrations.withLock({ $0[id] }) else { continue }
+            // A second event while a handler run is pending can only come from an update that armed the
+            // descriptor just before the first event was taken here: drop it. Nothing is lost, since
+            // readiness is level-triggered: the re-arm after the handler reports what is still ready.
+            let taken = registration.state.withLock { state -> Bool in
+                guard state.interest != nil, !state.delivering else { return false }
+                state.delivering = true
+                return true
             }
+            guard taken else { continue }
+            let fired = Events(rawValue: buffers.events[index])
+            registration.queue.async {
+                // Cancelled after the event was taken: drop it (the fd may already be closed).
+                guard registration.state.withLock({ $0.interest != nil }) else { return }
+                registration.handler(fired)
+                self.finishDelivery(registration)
+            }
+        }
+        for timer in due { timer.queue.async(execute: timer.work) }
+        if drainingMainQueue { tsys_main_queue_drain() }
+    }
+
+    /// `epoll_wait`'s timeout for the earliest `latest` of the timers (-1: none), noted as the instant the
+    /// loop sleeps until.
+    private func sleepTimeout() -> Int32 {
+        timers.withLock { timers -> Int32 in
+            guard let earliest = timers.pending.lazy.map(\.latest).min() else {
+                timers.sleepingUntil = .max
+                return -1
+            }
+            timers.sleepingUntil = earliest
+            let now = DispatchTime.now().uptimeNanoseconds
+            guard earliest > now else { return 0 }
+            // Rounded up: waking before it would only sleep again.
+            return Int32(clamping: (earliest - now + 999_999) / 1_000_000)
+        }
+    }
+
+    /// The timers whose deadline has come, in deadline order, taken out; the loop is awake.
+    private func takeDue() -> [Timer] {
+        timers.withLock { timers in
+            timers.sleepingUntil = 0
+            guard !timers.pending.isEmpty else { return [] }
+            let now = DispatchTime.now().uptimeNanoseconds
+            let due = timers.pending.filter { $0.deadline <= now }.sorted { $0.deadline < $1.deadline }
+            if !due.isEmpty { timers.pending.removeAll { $0.deadline <= now } }
+            return due
         }
     }
 }

@@ -119,6 +119,27 @@ public enum ProcessControl {
 
 /// Facts about, and actions on, the current process.
 public enum CurrentProcess {
+    /// Runs `body` on a new, detached thread, which starts with the caller's signal mask.
+    ///
+    /// The corresponding C function is `pthread_create`.
+    public static func detachThread(_ body: @escaping @Sendable () -> Void) throws(Errno) {
+        final class Box: Sendable {
+            let body: @Sendable () -> Void
+            init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+        }
+        let box = Unmanaged.passRetained(Box(body))
+        var thread = pthread_t()
+        let result = pthread_create(&thread, nil, { context in
+            Unmanaged<Box>.fromOpaque(context!).takeRetainedValue().body()
+            return nil
+        }, box.toOpaque())
+        guard result == 0 else {
+            box.release()
+            throw Errno(rawValue: result)
+        }
+        pthread_detach(thread)
+    }
+
     /// The process id.
     ///
     /// The corresponding C function is `getpid`.

@@ -1,4 +1,6 @@
+import Dispatch
 import Glibc
+import Synchronization
 import TimerdSystem
 
 // timerd-test-helper: does, in a process of its own, what a test must not do in the test process.
@@ -22,6 +24,11 @@ import TimerdSystem
 //                    local T                       -> FIELDS
 //                    mktime Y MON MDAY H M S ISDST -> T FIELDS
 //                  FIELDS: year mon mday hour min sec wday yday isdst gmtoff, as in struct tm.
+//   main-loop      runs an IOWatcher's loop on its main thread (as timerd does) and prints, for each thing
+//                  handed to a queue that targets the main queue, whether the main thread ran it: a pipe's
+//                  handler ("readable main"), work `after` 50 ms ("after main MS"), work queued on the
+//                  main queue by another thread ("async main"); and for work `after` 20 ms on a queue of
+//                  its own, "after other". Then exits 0 (2 if that takes 10 s).
 //   exec PROGRAM [ARG…]
 //                  unblocks every signal, restores SIGINT's and SIGTERM's default dispositions and execs
 //                  PROGRAM: a process the tests start (Foundation's Process, from a thread that blocks
@@ -48,6 +55,18 @@ func statusField(_ field: String) -> String {
 func fields(_ time: tm) -> String {
     [time.tm_year, time.tm_mon, time.tm_mday, time.tm_hour, time.tm_min, time.tm_sec, time.tm_wday, time.tm_yday,
      time.tm_isdst].map(String.init).joined(separator: " ") + " \(time.tm_gmtoff)"
+}
+
+let mainThread = pthread_self()
+
+/// "main" on the main thread, else "other".
+func threadName() -> String { pthread_equal(pthread_self(), mainThread) != 0 ? "main" : "other" }
+
+/// main-loop: says `line`; the fourth ends the process.
+let reports = Atomic<Int>(0)
+func report(_ line: String) {
+    say(line)
+    if reports.add(1, ordering: .relaxed).newValue == 4 { exit(0) }
 }
 
 let arguments = CommandLine.arguments.dropFirst()
@@ -107,6 +126,28 @@ do {
             }
         }
 
+    case "main-loop":
+        let watcher = try IOWatcher(ownThread: false)
+        let lane = DispatchQueue(label: "timerd.test.lane", target: .main)
+        let pipe = try FileDescriptor.makePipe(nonBlockingRead: true)
+        let start = DispatchTime.now()
+        _ = try watcher.watch(pipe.read, for: .readable, on: lane) { _ in
+            _ = try? pipe.read.tryRead(upToCount: 16)
+            report("readable \(threadName())")
+        }
+        watcher.after(start + .milliseconds(50), on: lane) {
+            let elapsed = (DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1_000_000
+            report("after \(threadName()) \(elapsed)")
+        }
+        watcher.after(start + .milliseconds(20), on: DispatchQueue(label: "timerd.test.other")) {
+            report("after \(threadName())")
+            try? pipe.write.writeAll("x")
+            DispatchQueue.global().async { DispatchQueue.main.async { report("async \(threadName())") } }
+        }
+        // A loop that does not run the main queue's work would leave the test waiting for good.
+        DispatchQueue.global().asyncAfter(deadline: .now() + 10) { fail("main-loop: \(reports.load(ordering: .relaxed)) of 4 in 10 s") }
+        watcher.runOnMainThread()
+
     case "exec":
         let argv = Array(arguments.dropFirst())
         guard let program = argv.first else { fail("exec: no program") }
@@ -118,7 +159,7 @@ do {
         fail("exec \(program): errno \(errno)")
 
     default:
-        fail("usage: timerd-test-helper signals | spawn-ignoring-sigterm | file-limit | tz | exec PROGRAM [ARG…]")
+        fail("usage: timerd-test-helper signals | spawn-ignoring-sigterm | file-limit | tz | main-loop | exec PROGRAM [ARG…]")
     }
 } catch {
     fail("\(error)")

@@ -3,6 +3,7 @@ import Glibc
 import Synchronization
 import Testing
 import TimerdSystem
+import TimerdTestSupport
 
 @Suite struct IOWatcherTests {
     /// What the two handlers saw, shared with them.
@@ -61,5 +62,22 @@ import TimerdSystem
         }
         let seen = try #require(runs.counts.withLock { $0.busyWhenQuietRan })
         #expect(seen - becomesReady <= 2, "the busy handler ran \(seen - becomesReady) more times before the quiet one")
+    }
+
+    /// timerd runs the loop on its main thread, which then also runs what queues targeting the main queue
+    /// hold: a descriptor's handler, work `after` a deadline, and work another thread queues all run on the
+    /// main thread (no other thread woken for them), and `after` waits for its deadline. In
+    /// timerd-test-helper: this process's main thread belongs to the test runner.
+    @Test func theLoopOnTheMainThreadRunsTheMainQueuesWork() throws {
+        let result = try run(TestBinaries.helper(), ["main-loop"])
+        #expect(result.status.isSuccess, "\(result.output)")
+        let lines = result.output.split(separator: "\n").map(String.init)
+        #expect(lines.count == 4, "\(lines)")
+        #expect(lines.first == "after other", "\(lines)")
+        #expect(lines.contains("readable main"), "\(lines)")
+        #expect(lines.contains("async main"), "\(lines)")
+        let after = try #require(lines.first { $0.hasPrefix("after main ") }, "\(lines)")
+        let elapsed = try #require(Int(after.dropFirst("after main ".count)))
+        #expect(elapsed >= 50, "work after 50 ms ran after \(elapsed) ms")
     }
 }

@@ -203,12 +203,31 @@ int tsys_epoll_arm(int epfd, int fd, unsigned events, unsigned long long id, int
 /// epoll_ctl(epfd, EPOLL_CTL_DEL, fd). Returns 0 or -1.
 int tsys_epoll_remove(int epfd, int fd);
 
+/// epoll_ctl(epfd, EPOLL_CTL_ADD, fd), level-triggered EPOLLIN with `id` as the event's data.
+/// Returns 0 or -1.
+int tsys_epoll_add_readable(int epfd, int fd, unsigned long long id);
+
+/// The main Dispatch queue's wake-up descriptor (an eventfd that libdispatch writes when work is queued on
+/// the main queue while it was empty): `_dispatch_get_main_queue_handle_4CF`, what CoreFoundation's run
+/// loop watches on Linux.
+int tsys_main_queue_handle(void);
+
+/// Resets the main queue's wake-up descriptor, then runs what the main queue holds (on the main thread
+/// only): `_dispatch_main_queue_callback_4CF`.
+void tsys_main_queue_drain(void);
+
 /// epoll_wait(epfd, …, max, timeout_ms), storing each ready event's id and TSYS_EV_* bits.
 /// Returns the number of events or -1.
 int tsys_epoll_wait(int epfd, unsigned long long *ids, unsigned *events, int max, int timeout_ms);
 
 /// eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK). Returns the fd or -1.
 int tsys_eventfd(void);
+
+/// Adds 1 to eventfd `fd`'s counter (eventfd_write), making it readable.
+void tsys_eventfd_signal(int fd);
+
+/// Reads (and so zeroes) eventfd `fd`'s counter, if it has one; non-blocking.
+void tsys_eventfd_reset(int fd);
 
 /// timerfd_create on CLOCK_MONOTONIC (realtime 0) or CLOCK_REALTIME, TFD_CLOEXEC | TFD_NONBLOCK.
 /// Returns the fd or -1.
