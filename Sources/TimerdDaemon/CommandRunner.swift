@@ -236,7 +236,6 @@ actor CommandRun: RunHandle {
             return finish(.failed, exitCode: nil, signal: nil, reason: "\(error)")
         }
         try? cgroupDirectory?.close()
-        for pipe in pipes { try? pipe.write.close() }
         self.child = child
         events(.started(pid: child.pid))
         if let settings = request.logFile {
@@ -249,7 +248,10 @@ actor CommandRun: RunHandle {
                 let watch = try IOWatcher.shared.watch(pipe.read, for: .readable, on: queue) { [self] _ in
                     self.assumeIsolated { $0.readOutput(index) }
                 }
-                streams.append(OutputStream(watch: watch))
+                // The write end stays open here until the run ends, so the pipe never reports the end of
+                // its output: the child's exit would report it just before its pidfd does, two wake-ups of
+                // the loop's thread for one end (what is left is read when the exit is seen, `complete`).
+                streams.append(OutputStream(watch: watch, writeEnd: pipe.write))
             }
             exitWatch = try IOWatcher.shared.watch(child.pidfd, for: .readable, on: queue) { [self] _ in
                 self.assumeIsolated { $0.childExited() }
@@ -259,7 +261,12 @@ actor CommandRun: RunHandle {
             _ = try? ProcessControl.signalProcessGroup(child.pid, .kill)
             _ = try? child.waitExit(blocking: true)
             for index in pipes.indices {
-                if index < streams.count { closeOutput(index) } else { try? pipes[index].read.close() }
+                if index < streams.count {
+                    closeOutput(index)
+                } else {
+                    try? pipes[index].read.close()
+                    try? pipes[index].write.close()
+                }
             }
             try? child.pidfd.close()
             self.child = nil
@@ -424,6 +431,8 @@ actor CommandRun: RunHandle {
     /// One output pipe of the run and the line it is in the middle of.
     struct OutputStream {
         var watch: IOWatcher.Registration?
+        /// timerd's copy of the pipe's write end, closed with the stream.
+        var writeEnd: FileDescriptor?
         var partialLine: [UInt8] = []
     }
 
@@ -435,7 +444,7 @@ actor CommandRun: RunHandle {
             let chunk: [UInt8]?
             do { chunk = try watch.fd.tryRead(upToCount: 65_536) } catch { chunk = [] }
             guard let chunk else { return }  // drained for now
-            if chunk.isEmpty {  // EOF: every writer closed its end
+            if chunk.isEmpty {  // EOF: every writer closed its end (not while timerd holds one)
                 flushPartialLine(index)
                 closeOutput(index)
                 return
@@ -457,7 +466,9 @@ actor CommandRun: RunHandle {
         guard index < streams.count, let watch = streams[index].watch else { return }
         IOWatcher.shared.cancel(watch)
         try? watch.fd.close()
+        try? streams[index].writeEnd?.close()
         streams[index].watch = nil
+        streams[index].writeEnd = nil
     }
 
     /// Stream 1, when there is one, is stderr kept apart (`fail_on_stderr`).
@@ -598,6 +609,9 @@ actor CommandRun: RunHandle {
     private func finish(_ result: RunOutcome.Result, exitCode: Int?, signal: Int?, reason: String) {
         guard !finished else { return }
         finished = true
+        // Already read and closed when it ended normally (`complete`); timerd holds the write ends, so
+        // nothing else would close them.
+        for index in streams.indices { closeOutput(index) }
         if let exitWatch {
             IOWatcher.shared.cancel(exitWatch)
             try? exitWatch.fd.close()

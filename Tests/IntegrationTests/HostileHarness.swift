@@ -35,6 +35,14 @@ extension Daemon {
             .filter { $0.hasPrefix("socket:") })
     }
 
+    /// How many pipes the daemon holds open (`pipe:[inode]`): none of a run's once it has ended.
+    var openPipes: Int {
+        let directory = "/proc/\(pid)/fd"
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        return entries.compactMap { try? FileManager.default.destinationOfSymbolicLink(atPath: directory + "/" + $0) }
+            .filter { $0.hasPrefix("pipe:") }.count
+    }
+
     /// The daemon's soft and hard limits on open descriptors, from `/proc/PID/limits`.
     var openFileLimits: (soft: Int, hard: Int)? {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/limits", encoding: .utf8),

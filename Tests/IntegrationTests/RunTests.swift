@@ -100,6 +100,27 @@ import TimerdSystem
         #expect(tail.utf8.count <= 4096 && tail.hasSuffix("4999\n5000\n"))
     }
 
+    /// timerd keeps a copy of each run's output pipe open until the run ends (so the pipe never reports its
+    /// end just before the exit does): a run that closes its output and goes on ends with its process and
+    /// keeps what it wrote before, and once the runs are over, ended normally or unable to start, timerd
+    /// holds none of their pipes.
+    @Test func aRunEndsWithItsProcessAndLeavesNoPipeOpen() throws {
+        let daemon = try Daemon()
+        let pipesBefore = daemon.openPipes
+        #expect(try daemon.request("ADD quiet in=10ms command='echo before; exec >/dev/null 2>&1; sleep 0.3; exit 4'") == "OK")
+        #expect(try daemon.request("ADD missing in=10ms -- /no/such/program") == "OK")
+        #expect(try daemon.request("ADD both in=10ms fail_on_stderr=yes command='echo out; echo err >&2'") == "OK")
+        for name in ["quiet", "missing", "both"] {
+            try eventually("\(name) finished") { try daemon.show(name)["last_result"] as? String == "failed" }
+        }
+        let quiet = try daemon.show("quiet")
+        #expect(quiet["last_exit_code"] as? Int == 4)
+        #expect(quiet["last_output"] as? String == "before\n")
+        #expect(daemon.logShows("job=quiet run=1 failed: exited with status 4"))
+        #expect(try daemon.show("both")["last_output"] as? String == "out\nerr\n")
+        eventually("no run's pipe left open (before: \(pipesBefore))") { daemon.openPipes == pipesBefore }
+    }
+
     @Test func timeoutKillsTheWholeProcessGroup() throws {
         let daemon = try Daemon()
         let pids = daemon.directory + "/pids"
