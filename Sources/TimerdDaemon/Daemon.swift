@@ -37,6 +37,8 @@ public actor Daemon {
 
     /// `timerd`'s entry point: parses `arguments` (without the program name), then runs until stopped.
     public static func main(arguments: [String]) -> Never {
+        // Before `IOWatcher.shared` and the registry's lane (`QueueExecutor.core`) exist: the main thread
+        // will run the loop, and the lane on the main queue (the end of this function).
         IOWatcher.onMainThread.store(true, ordering: .releasing)
         let options: DaemonOptions
         do {
@@ -75,7 +77,7 @@ public actor Daemon {
             ?? configuration.settings.socket
             ?? DaemonOptions.defaultSocket()
         // Before any other thread exists: every thread inherits the block, so SIGTERM, SIGINT and SIGHUP stay
-        // pending until the main thread takes them with sigwait, and none can be lost. (With Dispatch signal
+        // pending until the signal thread takes them with sigwait, and none can be lost. (With Dispatch signal
         // sources under dispatchMain(), whose main thread waits in sigsuspend with every signal unblocked,
         // a SIGTERM sent soon after start-up was seen to vanish.)
         // Test hook, documented in docs/systemd.md: with TIMERD_TEST_FAILPOINTS=wedge-registry-on-usr1,
@@ -151,16 +153,18 @@ public actor Daemon {
         daemon.reportSchedulingSlice(slice)
         daemon.log.info("state in \(stateDirectory)/state.db")
         daemon.submit { await $0.start(socket: socket, configuration: configuration) }
+        // Signals are taken by a thread of their own; the main thread runs the event loop, and with it the
+        // registry's and the runs' work (`IOWatcher.runOnMainThread`, docs/architecture.md "Concurrency").
         do {
             try CurrentProcess.detachThread {
                 while true {
-                do {
-                    daemon.received(try Signals.waitForAny(handled))
-                } catch {
-                    // sigwait fails only for an invalid signal set: a bug, not an environment failure.
-                    preconditionFailure("sigwait failed: \(error)")
+                    do {
+                        daemon.received(try Signals.waitForAny(handled))
+                    } catch {
+                        // sigwait fails only for an invalid signal set: a bug, not an environment failure.
+                        preconditionFailure("sigwait failed: \(error)")
+                    }
                 }
-            }
             }
         } catch {
             CurrentProcess.writeToStderr("timerd: cannot start the signal thread: \(error)\n")
@@ -184,7 +188,7 @@ public actor Daemon {
         return lines
     }
 
-    /// Handles a signal taken by the main thread (never blocks it).
+    /// Handles a signal taken by the signal thread (never blocks it).
     private nonisolated func received(_ signal: Signal) {
         switch signal {
         case .hup:

@@ -10,7 +10,7 @@ import Synchronization
 /// main Dispatch queue between events, and the registry's and the runs' lane targets the main queue
 /// (`QueueExecutor.core`): a due timer's descriptor, the fire, the spawn of its command, and the run's
 /// output and exit are all handled by the thread that `epoll_wait` woke, with no other thread woken for
-/// them (`docs/architecture.md`, "Threads").
+/// them (`docs/architecture.md`, "Concurrency").
 ///
 /// Why not Dispatch read/write sources: on Linux, libdispatch's epoll bookkeeping can use a freed
 /// muxnote when many sources are created and cancelled quickly (swift-corelibs-libdispatch#949); timerd
@@ -97,7 +97,7 @@ public final class IOWatcher: Sendable {
     private static let wakeID: UInt64 = .max
     private static let mainQueueID: UInt64 = .max - 1
 
-    /// `ownThread` false: nothing runs the loop until `runOnMainThread` (or, in tests, `runOnce`).
+    /// `ownThread` false: nothing runs the loop until `runOnMainThread`.
     public init(ownThread: Bool = true) throws(Errno) {
         epoll = FileDescriptor(rawValue: try checkResult(tsys_epoll_create()))
         wake = FileDescriptor(rawValue: try checkResult(tsys_eventfd()))
@@ -107,7 +107,7 @@ public final class IOWatcher: Sendable {
         var thread = pthread_t()
         let result = pthread_create(&thread, nil, { context in
             let watcher = Unmanaged<IOWatcher>.fromOpaque(context!).takeRetainedValue()
-            // Signals belong to Dispatch's signal sources, never to this thread.
+            // Signals are the daemon's signal thread's to take (`sigwait`), never this one's.
             _ = tsys_thread_block_all_signals()
             watcher.run(drainingMainQueue: false)
         }, box.toOpaque())
@@ -213,7 +213,9 @@ public final class IOWatcher: Sendable {
     /// Runs the loop on the calling thread, the main thread, for good: between events it also runs the
     /// work queued on the main Dispatch queue (and on the queues that target it). Call at most once.
     public func runOnMainThread() -> Never {
-        _ = tsys_epoll_add_readable(epoll.rawValue, tsys_main_queue_handle(), Self.mainQueueID)
+        guard tsys_epoll_add_readable(epoll.rawValue, tsys_main_queue_handle(), Self.mainQueueID) == 0 else {
+            fatalError("cannot watch the main queue's descriptor: \(Errno(rawValue: errno))")
+        }
         run(drainingMainQueue: true)
     }
 
@@ -227,11 +229,10 @@ public final class IOWatcher: Sendable {
         var events = [UInt32](repeating: 0, count: 64)
     }
 
-    /// One turn of the loop: sleeps until a descriptor is ready or the earliest deadline comes (not at all
-    /// with `wait` false), hands out what is ready and due, then (`drainingMainQueue`, on the main thread)
-    /// runs what the main queue holds.
-    func runOnce(_ buffers: inout EventBuffers, drainingMainQueue: Bool, wait: Bool = true) {
-        let timeout = wait ? sleepTimeout() : 0
+    /// One turn of the loop: sleeps until a descriptor is ready or the earliest deadline comes, hands out
+    /// what is ready and due, then (`drainingMainQueue`, on the main thread) runs what the main queue holds.
+    private func runOnce(_ buffers: inout EventBuffers, drainingMainQueue: Bool) {
+        let timeout = sleepTimeout()
         let count = buffers.ids.withUnsafeMutableBufferPointer { idBuffer in
             buffers.events.withUnsafeMutableBufferPointer { eventBuffer in
                 tsys_epoll_wait(epoll.rawValue, idBuffer.baseAddress, eventBuffer.baseAddress, 64, timeout)
