@@ -52,7 +52,8 @@ extension Registry {
     func noteStatusChange() {
         guard statusObserver != nil, !statusUpdatePending else { return }
         statusUpdatePending = true
-        queue.asyncAfter(deadline: .now() + .milliseconds(200)) { [unowned self] in
+        // From the IOWatcher's loop, as the other gatherings (a Dispatch timer woke two threads).
+        IOWatcher.shared.after(.now() + .milliseconds(200), leeway: .milliseconds(100), on: queue) { [unowned self] in
             self.assumeIsolated { registry in
                 registry.statusUpdatePending = false
                 registry.statusObserver?(registry.statusLine())

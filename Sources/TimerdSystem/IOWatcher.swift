@@ -103,19 +103,11 @@ public final class IOWatcher: Sendable {
         wake = FileDescriptor(rawValue: try checkResult(tsys_eventfd()))
         _ = try checkResult(tsys_epoll_add_readable(epoll.rawValue, wake.rawValue, Self.wakeID))
         guard ownThread else { return }
-        let box = Unmanaged.passRetained(self)
-        var thread = pthread_t()
-        let result = pthread_create(&thread, nil, { context in
-            let watcher = Unmanaged<IOWatcher>.fromOpaque(context!).takeRetainedValue()
+        try CurrentProcess.detachThread { [self] in
             // Signals are the daemon's signal thread's to take (`sigwait`), never this one's.
             _ = tsys_thread_block_all_signals()
-            watcher.run(drainingMainQueue: false)
-        }, box.toOpaque())
-        guard result == 0 else {
-            box.release()
-            throw Errno(rawValue: result)
+            run(drainingMainQueue: false)
         }
-        pthread_detach(thread)
     }
 
     /// Starts watching `fd` for `events`; `handler` runs on `queue`.

@@ -80,4 +80,52 @@ import TimerdTestSupport
         let elapsed = try #require(Int(after.dropFirst("after main ".count)))
         #expect(elapsed >= 50, "work after 50 ms ran after \(elapsed) ms")
     }
+
+    private final class Moments: Sendable {
+        let values = Mutex<[UInt64]>([])
+    }
+
+    /// Work `after` a deadline with a leeway runs when the loop next wakes for anything once the deadline
+    /// has passed (here a descriptor's event), not at the end of its leeway, and never before its deadline;
+    /// with nothing else to wake the loop it still runs, by the end of its leeway.
+    @Test func workAfterADeadlineRunsAtTheNextWakeWithinItsLeeway() throws {
+        let watcher = try IOWatcher()  // a loop of its own: no other test's events wake it
+        let queue = DispatchQueue(label: "timerd.test.after")
+        let pipe = try FileDescriptor.makePipe(nonBlockingRead: true)
+        defer { try? pipe.read.close(); try? pipe.write.close() }
+        let start = DispatchTime.now()
+        @Sendable func milliseconds(since instant: DispatchTime) -> UInt64 {
+            (DispatchTime.now().uptimeNanoseconds - instant.uptimeNanoseconds) / 1_000_000
+        }
+        let ranAt = Moments()  // when each piece of work ran, in ms from its own start
+        let readable = DispatchSemaphore(value: 0)
+        let registration = try watcher.watch(pipe.read, for: .readable, on: queue) { _ in
+            _ = try? pipe.read.tryRead(upToCount: 16)
+            readable.signal()
+        }
+        defer { queue.sync { watcher.cancel(registration) } }
+
+        // Deadline 20 ms, leeway 60 s: it runs at the pipe's event once the deadline is past.
+        let ran = DispatchSemaphore(value: 0)
+        watcher.after(start + .milliseconds(20), leeway: .seconds(60), on: queue) {
+            ranAt.values.withLock { $0.append(milliseconds(since: start)) }
+            ran.signal()
+        }
+        // The pipe's event once 30 ms have passed, which the loop takes when it comes.
+        DispatchQueue.global().asyncAfter(deadline: start + .milliseconds(30)) { try? pipe.write.writeAll("x") }
+        #expect(readable.wait(timeout: .now() + 10) == .success, "the pipe's event never came")
+        #expect(ran.wait(timeout: .now() + 10) == .success, "the work waited for the end of its leeway")
+        let first = try #require(ranAt.values.withLock { $0.first })
+        #expect(first >= 20, "ran after \(first) ms, before its 20 ms deadline")
+
+        // Nothing else wakes the loop: it runs by its deadline plus leeway (10 + 40 ms), not before 10 ms.
+        let again = DispatchTime.now()
+        watcher.after(again + .milliseconds(10), leeway: .milliseconds(40), on: queue) {
+            ranAt.values.withLock { $0.append(milliseconds(since: again)) }
+            ran.signal()
+        }
+        #expect(ran.wait(timeout: .now() + 10) == .success, "the work never ran")
+        let second = try #require(ranAt.values.withLock { $0.count == 2 ? $0[1] : nil })
+        #expect(second >= 10, "ran after \(second) ms, before its 10 ms deadline")
+    }
 }
