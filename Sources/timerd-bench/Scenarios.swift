@@ -52,14 +52,19 @@ struct LatenessResult: Codable {
     var stolen_seconds: Double? = nil
 }
 
-/// Runs the lateness scenario for timerd and, with `setup.launcher`, the bare C launcher, taking turns:
-/// `turns` windows each of `seconds / turns`, in the order timerd, launcher, launcher, timerd, timerd, …
-/// (so neither always goes first), timerd's jobs paused (`PAUSE tag=bench`) while the launcher runs and
-/// the launcher stopped while timerd's run. The host's speed changes over minutes, and back to back
-/// the two measured different machines: taking turns, both see the same mix of moments. Each turn but
-/// timerd's first opens after a warm-up (`RESUME`, or a fresh launcher), and its probe lines are the
-/// ones appended between its opening and its close.
-func runLateness(_ setup: Setup, jobs: Int, seconds: Double, turns: Int) throws -> (timerd: LatenessResult, launcher: LatenessResult?) {
+/// Runs the lateness scenario for timerd and, with `setup.launcher`, the bare C launcher twice over (two
+/// series of windows, "the floor against itself"), taking turns: `turns` windows each of
+/// `seconds / turns`, in the order timerd, launcher, launcher again, launcher again, launcher, timerd,
+/// timerd, … (so none always goes first, and each series' windows sit at the same places on average),
+/// timerd's jobs paused (`PAUSE tag=bench`) while a launcher runs and the launcher stopped while
+/// timerd's run. The host's speed changes over minutes, and back to back the peers measured different
+/// machines: taking turns, they see the same mix of moments. Each turn but timerd's first opens after a
+/// warm-up (`RESUME`, or a fresh launcher), and its probe lines are the ones appended between its
+/// opening and its close. The launcher's second series is the same program measured the same way: how
+/// far its p99 is from the first's is how far this run's noise alone moves a ratio.
+func runLateness(_ setup: Setup, jobs: Int, seconds: Double, turns: Int) throws
+    -> (timerd: LatenessResult, launcher: LatenessResult?, launcherAgain: LatenessResult?)
+{
     precondition(turns > 0, "at least one turn")
     let name = "timerd-\(jobs)"
     let daemon = try setup.daemon(name, maxRunning: 1_000)
@@ -110,12 +115,21 @@ func runLateness(_ setup: Setup, jobs: Int, seconds: Double, turns: Int) throws 
         timerdPaused = true
     }
     let launcherLines = ProbeLines(path: "\(setup.out)/launcher-\(jobs).probe-lines")
+    let againLines = ProbeLines(path: "\(setup.out)/launcher2-\(jobs).probe-lines")
+    var againTurn = LatenessTurns()
     Measure.truncate("\(setup.out)/launcher-\(jobs).log")
     for turn in 0..<turns {
         let timerdFirst = turn % 2 == 0
         if timerdFirst { try timerdWindow() }
         if let launcher = setup.launcher {
-            try launcherWindow(setup, launcher: launcher, jobs: jobs, lines: launcherLines, seconds: window, turns: &launcherTurn)
+            let order = timerdFirst ? [(launcherLines, false), (againLines, true)] : [(againLines, true), (launcherLines, false)]
+            for (lines, again) in order {
+                if again {
+                    try launcherWindow(setup, launcher: launcher, jobs: jobs, lines: lines, seconds: window, turns: &againTurn)
+                } else {
+                    try launcherWindow(setup, launcher: launcher, jobs: jobs, lines: lines, seconds: window, turns: &launcherTurn)
+                }
+            }
         }
         if !timerdFirst { try timerdWindow() }
     }
@@ -131,15 +145,18 @@ func runLateness(_ setup: Setup, jobs: Int, seconds: Double, turns: Int) throws 
         command_ms: Summary(milliseconds: command), rss_kb: rss, watcher_dropped: watcher.dropped.get(),
         cpu_seconds: timerdTurn.cpuSeconds, load_average: timerdTurn.loadAverage, phase_error_ms: phaseError,
         turns: turns, stolen_seconds: timerdTurn.stolenSeconds)
-    guard setup.launcher != nil else { return (timerd, nil) }
-    try launcherTurn.writeSamples(from: launcherLines, to: "\(setup.out)/launcher-\(jobs).samples")
-    let launched = Measure.probeSamples("\(setup.out)/launcher-\(jobs).samples")
-    let launcher = LatenessResult(
-        peer: "bare C launcher", jobs: jobs, seconds: seconds, expected_fires: Int(Double(jobs) * seconds), fired: launched.count,
-        starts: launched.count, register_seconds: 0, dispatch_ms: nil, command_ms: Summary(milliseconds: launched),
-        rss_kb: launcherTurn.residentKB, watcher_dropped: false, cpu_seconds: launcherTurn.cpuSeconds,
-        load_average: launcherTurn.loadAverage, turns: turns, stolen_seconds: launcherTurn.stolenSeconds)
-    return (timerd, launcher)
+    guard setup.launcher != nil else { return (timerd, nil, nil) }
+    func launcherResult(_ peer: String, _ name: String, _ lines: ProbeLines, _ turn: LatenessTurns) throws -> LatenessResult {
+        try turn.writeSamples(from: lines, to: "\(setup.out)/\(name)-\(jobs).samples")
+        let launched = Measure.probeSamples("\(setup.out)/\(name)-\(jobs).samples")
+        return LatenessResult(
+            peer: peer, jobs: jobs, seconds: seconds, expected_fires: Int(Double(jobs) * seconds), fired: launched.count,
+            starts: launched.count, register_seconds: 0, dispatch_ms: nil, command_ms: Summary(milliseconds: launched),
+            rss_kb: turn.residentKB, watcher_dropped: false, cpu_seconds: turn.cpuSeconds,
+            load_average: turn.loadAverage, turns: turns, stolen_seconds: turn.stolenSeconds)
+    }
+    return (timerd, try launcherResult("bare C launcher", "launcher", launcherLines, launcherTurn),
+            try launcherResult("bare C launcher, again", "launcher2", againLines, againTurn))
 }
 
 /// The file the probes of one peer append to over all its turns, and the lines of each window.

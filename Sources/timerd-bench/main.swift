@@ -13,8 +13,8 @@ let usage = """
 
     run      lateness (N jobs every second for S seconds, for each N in --loads, default 1000,200;
              S default 60; with --launcher, the bare C launcher of bench/launcher.c runs the same
-             schedule at each load, as the floor, the two taking turns: T windows of S/T s each,
-             default 4), scale (--scale-jobs, default 100000), throughput (--throughput-jobs each
+             schedule at each load, as the floor, twice over (the floor against itself), the three
+             taking turns: T windows of S/T s each, default 4), scale (--scale-jobs, default 100000), throughput (--throughput-jobs each
              due every second, default 3000, for 20 s) and idle (default 60 s); --only picks some of
              lateness,scale,throughput,webhooks,idle,cluster; webhooks (--webhook-jobs each due every
              second, default 8000, to a local nginx given by --nginx); cluster (for each NODES:RATE of
@@ -74,10 +74,11 @@ do {
         guard turns > 0 else { throw BenchError("--turns: at least 1") }
         for load in (options["loads"] ?? "1000,200").split(separator: ",") {
             guard let jobs = Int(load), jobs > 0 else { throw BenchError("--loads: not a job count: \(load)") }
-            print("lateness: \(jobs) jobs every second for \(Int(seconds)) s\(setup.launcher == nil ? "" : ", taking \(turns) turns with the bare C launcher") …")
+            print("lateness: \(jobs) jobs every second for \(Int(seconds)) s\(setup.launcher == nil ? "" : ", taking \(turns) turns with the bare C launcher, twice over") …")
             let result = try runLateness(setup, jobs: jobs, seconds: seconds, turns: turns)
             try Measure.writeJSON(result.timerd, to: "\(out)/timerd-\(jobs).json")
             if let launcher = result.launcher { try Measure.writeJSON(launcher, to: "\(out)/launcher-\(jobs).json") }
+            if let again = result.launcherAgain { try Measure.writeJSON(again, to: "\(out)/launcher2-\(jobs).json") }
         }
     }
     if only.contains("scale") {

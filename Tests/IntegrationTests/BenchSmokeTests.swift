@@ -33,12 +33,13 @@ struct BenchSmokeTests {
         for section in [
             "## Issue #24: cluster", "## Scale: 300 registered jobs", "## Lateness: 20 jobs",
             "| `timerctl --json list` of 300 jobs |", "| bare C launcher | 1 s |", "took turns, 2 windows each", "| Load | Stolen |",
+            "| bare C launcher, again | 1 s |", "The launcher's second series is the floor against itself",
         ] {
             #expect(text.contains(section), "the report lacks \(section)")
         }
         // Each scheduler's samples are its windows' only (two of 0.5 s at 20 fires/s: about 20), not
         // the warm-ups around them (1.5 s at each `RESUME` and launcher start: 60 more lines).
-        for scheduler in ["timerd", "launcher"] {
+        for scheduler in ["timerd", "launcher", "launcher2"] {
             let samples = (try? String(contentsOfFile: "\(out)/\(scheduler)-20.samples", encoding: .utf8)) ?? ""
             let count = samples.split(separator: "\n").count
             #expect((10...30).contains(count), "\(scheduler): \(count) samples for 20 fires due in its windows")
