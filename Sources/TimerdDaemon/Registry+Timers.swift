@@ -79,7 +79,9 @@ extension Registry {
         let made: ClockTimer
         do {
             let timer = try TimerDescriptor(clock: kind == .mono ? .monotonic : .realtime)
-            let watch = try IOWatcher.shared.watch(timer.fd, for: .readable, on: queue) { [unowned self] _ in
+            // Urgent: the loop's gathered work (log lines, events, records) waits for a wake that starts no
+            // command, so a fire's child does not wait behind it (docs/performance.md, round 12).
+            let watch = try IOWatcher.shared.watch(timer.fd, for: .readable, urgent: true, on: queue) { [unowned self] _ in
                 self.assumeIsolated { registry in
                     // Not gone off when it was set again after it went off: nothing to do.
                     guard (try? timer.acknowledge()) != false else { return }

@@ -41,12 +41,16 @@ public final class IOWatcher: Sendable {
         let queue: DispatchQueue
         let handler: @Sendable (Events) -> Void
         let state: Locked<State>
+        /// Its events are time-critical (`watch(_:for:urgent:on:handler:)`).
+        let urgent: Bool
 
-        init(id: UInt64, fd: FileDescriptor, interest: Events, queue: DispatchQueue, handler: @escaping @Sendable (Events) -> Void) {
+        init(id: UInt64, fd: FileDescriptor, interest: Events, queue: DispatchQueue, urgent: Bool,
+             handler: @escaping @Sendable (Events) -> Void) {
             self.id = id
             self.fd = fd
             self.queue = queue
             self.handler = handler
+            self.urgent = urgent
             self.state = Locked(State(interest: interest))
         }
     }
@@ -110,16 +114,20 @@ public final class IOWatcher: Sendable {
         }
     }
 
-    /// Starts watching `fd` for `events`; `handler` runs on `queue`.
+    /// Starts watching `fd` for `events`; `handler` runs on `queue`. `urgent`: a wake for this descriptor
+    /// does not also run the work waiting within its leeway (`after`), which waits for another wake or for
+    /// its latest instant instead. For the registry's clock timers, whose handlers start commands on the
+    /// loop's thread: on a host that packs tasks onto one CPU, a new child waits for whatever that thread
+    /// does next (docs/performance.md, "Fire to command (round 12)").
     ///
     /// The corresponding C function is `epoll_ctl` (`EPOLL_CTL_ADD`).
     public func watch(
-        _ fd: FileDescriptor, for events: Events, on queue: DispatchQueue,
+        _ fd: FileDescriptor, for events: Events, urgent: Bool = false, on queue: DispatchQueue,
         handler: @escaping @Sendable (Events) -> Void
     ) throws(Errno) -> Registration {
         let registration = Registration(
             id: nextID.wrappingAdd(1, ordering: .relaxed).oldValue, fd: fd, interest: events, queue: queue,
-            handler: handler)
+            urgent: urgent, handler: handler)
         registrations.withLock { $0[registration.id] = registration }
         if !events.isEmpty {
             do {
@@ -169,7 +177,7 @@ public final class IOWatcher: Sendable {
     /// Dispatch timer's leeway, but from this loop: a Dispatch timer lives on libdispatch's manager thread,
     /// which woke once for each and then woke a worker. Here work for a queue the loop's thread drains runs
     /// without waking another thread, and with its leeway it runs when the loop next wakes for anything
-    /// else (a busy daemon's next fire) instead of waking it once more. `epoll_wait`'s timeout has
+    /// else but an urgent descriptor (a busy daemon's next run's end) instead of waking it once more. `epoll_wait`'s timeout has
     /// millisecond steps, so a deadline may also be a millisecond late: for gathering work together, not
     /// for jobs' timers (those are `TimerDescriptor`s).
     public func after(
@@ -231,8 +239,8 @@ public final class IOWatcher: Sendable {
             }
         }
         let error = errno
-        let due = takeDue()
         if count < 0, error != EINTR { fatalError("epoll_wait failed: \(Errno(rawValue: error))") }
+        var urgent = false
         for index in 0..<max(0, Int(count)) {
             let id = buffers.ids[index]
             if id == Self.wakeID {
@@ -240,6 +248,7 @@ public final class IOWatcher: Sendable {
                 continue
             }
             guard let registration = registrations.withLock({ $0[id] }) else { continue }
+            urgent = urgent || registration.urgent
             // A second event while a handler run is pending can only come from an update that armed the
             // descriptor just before the first event was taken here: drop it. Nothing is lost, since
             // readiness is level-triggered: the re-arm after the handler reports what is still ready.
@@ -257,7 +266,7 @@ public final class IOWatcher: Sendable {
                 self.finishDelivery(registration)
             }
         }
-        for timer in due { timer.queue.async(execute: timer.work) }
+        for timer in takeDue(early: !urgent) { timer.queue.async(execute: timer.work) }
         if drainingMainQueue { tsys_main_queue_drain() }
     }
 
@@ -277,14 +286,16 @@ public final class IOWatcher: Sendable {
         }
     }
 
-    /// The timers whose deadline has come, in deadline order, taken out; the loop is awake.
-    private func takeDue() -> [Timer] {
+    /// The timers whose deadline has come (`early`), or only those whose latest instant has, in deadline
+    /// order, taken out; the loop is awake.
+    private func takeDue(early: Bool) -> [Timer] {
         timers.withLock { timers in
             timers.sleepingUntil = 0
             guard !timers.pending.isEmpty else { return [] }
             let now = DispatchTime.now().uptimeNanoseconds
-            let due = timers.pending.filter { $0.deadline <= now }.sorted { $0.deadline < $1.deadline }
-            if !due.isEmpty { timers.pending.removeAll { $0.deadline <= now } }
+            let isDue: (Timer) -> Bool = { (early ? $0.deadline : $0.latest) <= now }
+            let due = timers.pending.filter(isDue).sorted { $0.deadline < $1.deadline }
+            if !due.isEmpty { timers.pending.removeAll(where: isDue) }
             return due
         }
     }

@@ -128,4 +128,49 @@ import TimerdTestSupport
         let second = try #require(ranAt.values.withLock { $0.count == 2 ? $0[1] : nil })
         #expect(second >= 10, "ran after \(second) ms, before its 10 ms deadline")
     }
+
+    private final class Order: Sendable {
+        let values = Mutex<[String]>([])
+        func note(_ what: String) { values.withLock { $0.append(what) } }
+    }
+
+    /// A wake for an urgent descriptor (the registry's clock timers: a fire, whose child waits for what the
+    /// loop's thread does next) does not run work within its leeway: that waits for the next other wake.
+    /// Handlers and work share one serial queue, so the order they ran in is the order the loop handed
+    /// them out: work taken at the urgent wake would come before the other descriptor's handler.
+    @Test func anUrgentDescriptorsWakeLeavesWorkWithinItsLeewayToTheNextOtherWake() throws {
+        let watcher = try IOWatcher()  // a loop of its own: no other test's events wake it
+        let queue = DispatchQueue(label: "timerd.test.urgent")
+        let urgentPipe = try FileDescriptor.makePipe(nonBlockingRead: true)
+        let otherPipe = try FileDescriptor.makePipe(nonBlockingRead: true)
+        defer { for fd in [urgentPipe.read, urgentPipe.write, otherPipe.read, otherPipe.write] { try? fd.close() } }
+        let order = Order()
+        let urgentRan = DispatchSemaphore(value: 0)
+        let otherRan = DispatchSemaphore(value: 0)
+        let workRan = DispatchSemaphore(value: 0)
+        let urgent = try watcher.watch(urgentPipe.read, for: .readable, urgent: true, on: queue) { _ in
+            _ = try? urgentPipe.read.tryRead(upToCount: 16)
+            order.note("urgent")
+            urgentRan.signal()
+        }
+        let other = try watcher.watch(otherPipe.read, for: .readable, on: queue) { _ in
+            _ = try? otherPipe.read.tryRead(upToCount: 16)
+            order.note("other")
+            otherRan.signal()
+        }
+        defer { queue.sync { watcher.cancel(urgent); watcher.cancel(other) } }
+
+        // Deadline 10 ms, leeway 60 s; the urgent descriptor's event at 20 ms, past the deadline.
+        let start = DispatchTime.now()
+        watcher.after(start + .milliseconds(10), leeway: .seconds(60), on: queue) {
+            order.note("work")
+            workRan.signal()
+        }
+        DispatchQueue.global().asyncAfter(deadline: start + .milliseconds(20)) { try? urgentPipe.write.writeAll("x") }
+        #expect(urgentRan.wait(timeout: .now() + 10) == .success, "the urgent descriptor's event never came")
+        try otherPipe.write.writeAll("x")
+        #expect(otherRan.wait(timeout: .now() + 10) == .success, "the other descriptor's event never came")
+        #expect(workRan.wait(timeout: .now() + 10) == .success, "the work did not run at the other descriptor's wake")
+        #expect(order.values.withLock { $0 } == ["urgent", "other", "work"])
+    }
 }
