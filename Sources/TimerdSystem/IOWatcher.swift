@@ -177,9 +177,9 @@ public final class IOWatcher: Sendable {
     /// Dispatch timer's leeway, but from this loop: a Dispatch timer lives on libdispatch's manager thread,
     /// which woke once for each and then woke a worker. Here work for a queue the loop's thread drains runs
     /// without waking another thread, and with its leeway it runs when the loop next wakes for anything
-    /// else but an urgent descriptor (a busy daemon's next run's end) instead of waking it once more. `epoll_wait`'s timeout has
-    /// millisecond steps, so a deadline may also be a millisecond late: for gathering work together, not
-    /// for jobs' timers (those are `TimerDescriptor`s).
+    /// else but an urgent descriptor (a busy daemon's next run's end) instead of waking it once more.
+    /// `epoll_wait`'s timeout has millisecond steps, so a deadline may also be a millisecond late: for
+    /// gathering work together, not for jobs' timers (those are `TimerDescriptor`s).
     public func after(
         _ deadline: DispatchTime, leeway: Duration = .zero, on queue: DispatchQueue,
         execute work: @escaping @Sendable () -> Void

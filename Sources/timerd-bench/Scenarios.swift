@@ -98,7 +98,6 @@ func runLateness(_ setup: Setup, jobs: Int, seconds: Double, turns: Int) throws
 
     let window = seconds / Double(turns)
     var timerdTurn = LatenessTurns()
-    var launcherTurn = LatenessTurns()
     var timerdPaused = false
     func timerdWindow() throws {
         if timerdPaused {
@@ -116,19 +115,17 @@ func runLateness(_ setup: Setup, jobs: Int, seconds: Double, turns: Int) throws
     }
     let launcherLines = ProbeLines(path: "\(setup.out)/launcher-\(jobs).probe-lines")
     let againLines = ProbeLines(path: "\(setup.out)/launcher2-\(jobs).probe-lines")
-    var againTurn = LatenessTurns()
+    // The launcher's two series: their probe lines and their windows.
+    let seriesLines = [launcherLines, againLines]
+    var seriesTurns = [LatenessTurns(), LatenessTurns()]
     Measure.truncate("\(setup.out)/launcher-\(jobs).log")
     for turn in 0..<turns {
         let timerdFirst = turn % 2 == 0
         if timerdFirst { try timerdWindow() }
         if let launcher = setup.launcher {
-            let order = timerdFirst ? [(launcherLines, false), (againLines, true)] : [(againLines, true), (launcherLines, false)]
-            for (lines, again) in order {
-                if again {
-                    try launcherWindow(setup, launcher: launcher, jobs: jobs, lines: lines, seconds: window, turns: &againTurn)
-                } else {
-                    try launcherWindow(setup, launcher: launcher, jobs: jobs, lines: lines, seconds: window, turns: &launcherTurn)
-                }
+            for series in timerdFirst ? [0, 1] : [1, 0] {
+                try launcherWindow(setup, launcher: launcher, jobs: jobs, lines: seriesLines[series], seconds: window,
+                                   turns: &seriesTurns[series])
             }
         }
         if !timerdFirst { try timerdWindow() }
@@ -155,8 +152,8 @@ func runLateness(_ setup: Setup, jobs: Int, seconds: Double, turns: Int) throws
             rss_kb: turn.residentKB, watcher_dropped: false, cpu_seconds: turn.cpuSeconds,
             load_average: turn.loadAverage, turns: turns, stolen_seconds: turn.stolenSeconds)
     }
-    return (timerd, try launcherResult("bare C launcher", "launcher", launcherLines, launcherTurn),
-            try launcherResult("bare C launcher, again", "launcher2", againLines, againTurn))
+    return (timerd, try launcherResult("bare C launcher", "launcher", launcherLines, seriesTurns[0]),
+            try launcherResult("bare C launcher, again", "launcher2", againLines, seriesTurns[1]))
 }
 
 /// The file the probes of one peer append to over all its turns, and the lines of each window.

@@ -14,10 +14,11 @@ let usage = """
     run      lateness (N jobs every second for S seconds, for each N in --loads, default 1000,200;
              S default 60; with --launcher, the bare C launcher of bench/launcher.c runs the same
              schedule at each load, as the floor, twice over (the floor against itself), the three
-             taking turns: T windows of S/T s each, default 4), scale (--scale-jobs, default 100000), throughput (--throughput-jobs each
-             due every second, default 3000, for 20 s) and idle (default 60 s); --only picks some of
-             lateness,scale,throughput,webhooks,idle,cluster; webhooks (--webhook-jobs each due every
-             second, default 8000, to a local nginx given by --nginx); cluster (for each NODES:RATE of
+             taking turns: T windows of S/T s each, default 4), scale (--scale-jobs, default
+             100000), throughput (--throughput-jobs each due every second, default 3000, for 20 s)
+             and idle (default 60 s); --only picks some of lateness,scale,throughput,webhooks,idle,
+             cluster; webhooks (--webhook-jobs each due every second, default 8000, to a local
+             nginx given by --nginx); cluster (for each NODES:RATE of
              --cluster-loads, default 1:2000,3:3000: NODES timerd nodes on a real etcd on loopback,
              1 member for 1 node, else 3; --etcd default /usr/bin/etcd; sharing RATE webhook jobs
              each due every second, for --cluster-seconds, default 20; DIR/cluster-NODES.json).

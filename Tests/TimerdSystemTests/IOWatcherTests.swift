@@ -81,8 +81,10 @@ import TimerdTestSupport
         #expect(elapsed >= 50, "work after 50 ms ran after \(elapsed) ms")
     }
 
-    private final class Moments: Sendable {
-        let values = Mutex<[UInt64]>([])
+    /// What the handlers and work of a test recorded, in the order they ran.
+    private final class Recorded<Value: Sendable>: Sendable {
+        let values = Mutex<[Value]>([])
+        func note(_ value: Value) { values.withLock { $0.append(value) } }
     }
 
     /// Work `after` a deadline with a leeway runs when the loop next wakes for anything once the deadline
@@ -97,7 +99,7 @@ import TimerdTestSupport
         @Sendable func milliseconds(since instant: DispatchTime) -> UInt64 {
             (DispatchTime.now().uptimeNanoseconds - instant.uptimeNanoseconds) / 1_000_000
         }
-        let ranAt = Moments()  // when each piece of work ran, in ms from its own start
+        let ranAt = Recorded<UInt64>()  // when each piece of work ran, in ms from its own start
         let readable = DispatchSemaphore(value: 0)
         let registration = try watcher.watch(pipe.read, for: .readable, on: queue) { _ in
             _ = try? pipe.read.tryRead(upToCount: 16)
@@ -129,11 +131,6 @@ import TimerdTestSupport
         #expect(second >= 10, "ran after \(second) ms, before its 10 ms deadline")
     }
 
-    private final class Order: Sendable {
-        let values = Mutex<[String]>([])
-        func note(_ what: String) { values.withLock { $0.append(what) } }
-    }
-
     /// A wake for an urgent descriptor (the registry's clock timers: a fire, whose child waits for what the
     /// loop's thread does next) does not run work within its leeway: that waits for the next other wake.
     /// Handlers and work share one serial queue, so the order they ran in is the order the loop handed
@@ -144,7 +141,7 @@ import TimerdTestSupport
         let urgentPipe = try FileDescriptor.makePipe(nonBlockingRead: true)
         let otherPipe = try FileDescriptor.makePipe(nonBlockingRead: true)
         defer { for fd in [urgentPipe.read, urgentPipe.write, otherPipe.read, otherPipe.write] { try? fd.close() } }
-        let order = Order()
+        let order = Recorded<String>()
         let urgentRan = DispatchSemaphore(value: 0)
         let otherRan = DispatchSemaphore(value: 0)
         let workRan = DispatchSemaphore(value: 0)
