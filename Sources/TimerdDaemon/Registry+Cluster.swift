@@ -43,7 +43,7 @@ extension Registry {
 
     /// The node that runs `job`: this one for its own jobs, its owner for shared ones (nil while no live
     /// member can take it); nil on a single host.
-    func runningNode(_ job: EngineJob) -> String? {
+    func runningNode(_ job: EngineJob, in engine: borrowing Engine) -> String? {
         guard let cluster else { return nil }
         return job.shared ? engine.owner(of: job) : cluster.node
     }

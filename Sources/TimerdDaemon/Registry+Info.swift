@@ -104,7 +104,7 @@ extension Registry {
         let job = try engine.lookup(name)
         // Its cancel is on disk and taking effect: it is gone.
         if engine.isCancelPending(job) { throw TimerdError(.noSuchJob, "no job named \(name)") }
-        return JobInfo(snapshot(job, viewer: viewer))
+        return JobInfo(snapshot(job, in: engine, viewer: viewer, now: clock.now()))
     }
 
     /// The names `LIST` shows, in no order: all, or those with `tag`.
@@ -116,23 +116,27 @@ extension Registry {
     /// The jobs among `names` that still exist, as `viewer` may see them (one step of the queue).
     func snapshots(_ names: ArraySlice<JobName>, viewer: Client) -> [JobSnapshot] {
         let now = clock.now()
+        // The engine read once for the slice: a method called on the stored property copies the whole
+        // struct first (all its fields retained, then released), and a job took four such calls: a
+        // quarter of the registry's time in a `LIST` (docs/performance.md, "LIST (round 14)").
+        let engine = self.engine
         // A job whose cancel is on disk and still taking effect is gone already.
         return names.compactMap { name in
-            engine.job(name).flatMap { engine.isCancelPending($0) ? nil : snapshot($0, viewer: viewer, now: now) }
+            engine.job(name).flatMap { engine.isCancelPending($0) ? nil : snapshot($0, in: engine, viewer: viewer, now: now) }
         }
     }
 
-    private func snapshot(_ job: EngineJob, viewer: Client, now: Instant? = nil) -> JobSnapshot {
+    private func snapshot(_ job: EngineJob, in engine: borrowing Engine, viewer: Client, now: Instant) -> JobSnapshot {
         let redacted = !maySeeDetails(job, viewer)
         let civil = job.civil
         return JobSnapshot(
-            spec: job.spec, state: job.state, origin: job.origin, nextFire: engine.nextFire(job, at: now ?? clock.now()), civil: civil,
+            spec: job.spec, state: job.state, origin: job.origin, nextFire: engine.nextFire(job, at: now), civil: civil,
             nextFireLocal: civil != nil && job.state == .scheduled && job.nextMono == nil ? job.nextWall : nil,
             runs: job.runs, running: job.active.count, skipped: job.skipped, pending: job.pending, lastStarted: job.lastStarted,
             lastOutcome: job.lastOutcome?.outcome,
             lastOutput: job.lastOutcome == nil || redacted ? nil : outputs.output(of: job.spec.name, jobID: job.id),
             lastSkip: job.lastSkip, ownerUID: job.ownerUID, heldSince: job.heldSince, pauseReason: job.pauseReason,
-            shared: job.shared, node: runningNode(job), waiting: job.state == .scheduled ? engine.whyNotPlaced(job) : nil,
+            shared: job.shared, node: runningNode(job, in: engine), waiting: job.state == .scheduled ? engine.whyNotPlaced(job) : nil,
             redacted: redacted)
     }
 }
