@@ -1,4 +1,5 @@
 import Dispatch
+import Synchronization
 import TimerdCore
 import TimerdEngine
 import TimerdSystem
@@ -15,6 +16,17 @@ struct RegistryTimers {
     var setFor: [DeadlineQueue.Wake?] = [nil, nil]
     /// While due jobs are being delivered, setting the timers waits for the end.
     var delivering = false
+    /// Per clock: the instant its timer goes off, on `CLOCK_MONOTONIC` (`UInt64.max`: not set).
+    var goesOff: [UInt64] = [.max, .max]
+}
+
+/// When the registry's timers next go off, on `CLOCK_MONOTONIC` in nanoseconds (`UInt64.max`: neither is
+/// set), for work on other threads to keep clear of (`BackgroundThread.Clearance`). Set as they are;
+/// read without the registry.
+final class NextWake: Sendable {
+    private let instant = Atomic<UInt64>(.max)
+    var nanoseconds: UInt64 { instant.load(ordering: .relaxed) }
+    func set(_ value: UInt64) { instant.store(value, ordering: .relaxed) }
 }
 
 /// One clock's timer and its watch.
@@ -55,6 +67,8 @@ extension Registry {
         let wake = timers.queue.wake(kind)
         guard force || wake != timers.setFor[kind.rawValue] else { return }
         timers.setFor[kind.rawValue] = wake
+        defer { nextWake.set(timers.goesOff.min()!) }
+        timers.goesOff[kind.rawValue] = .max
         do {
             guard let wake else {
                 try timers.clocks[kind.rawValue]?.timer.disarm()
@@ -64,9 +78,11 @@ extension Registry {
             switch kind {
             case .mono:
                 try timer.set(at: wake.earliest)
+                timers.goesOff[kind.rawValue] = UInt64(clamping: wake.earliest)
             case .wall:
-                let delay = WallTime(nanosecondsSinceEpoch: wake.earliest) - clock.wallNow
-                try timer.set(at: (HostClock.wall() + max(.zero, delay)).nanosecondsSinceEpoch)
+                let delay = max(.zero, WallTime(nanosecondsSinceEpoch: wake.earliest) - clock.wallNow)
+                try timer.set(at: (HostClock.wall() + delay).nanosecondsSinceEpoch)
+                timers.goesOff[kind.rawValue] = SystemClock.monotonicNow() + UInt64(delay.nanoseconds)
             }
         } catch {
             // Only for arguments the kernel refuses, which these are not; said in case.

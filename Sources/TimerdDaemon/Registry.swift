@@ -58,6 +58,11 @@ actor Registry {
     /// Last-run outputs held for `show`, and the bookkeeping of `max_output_memory`.
     var outputs = HeldOutputs()
 
+    /// When the timers next go off (`Registry+Timers.swift`), and the thread that describes jobs for
+    /// `LIST`, which keeps clear of that (`JobList`).
+    nonisolated let nextWake: NextWake
+    nonisolated let background: BackgroundThread
+
     // Measurements for STATS (see Registry+Stats.swift).
     /// Scheduled time to timer handler, per scheduled fire (ns).
     var lateness = SlidingWindow(span: Registry.statsWindow, capacity: 100_000)
@@ -88,6 +93,9 @@ actor Registry {
          runTracking: DaemonStats.RunTracking? = nil,
          resourceSupport: RunResourceSupport = RunResourceSupport(controllers: [], noCgroup: "not set up (a test registry)")) {
         self.executor = QueueExecutor(label: "timerd.registry", target: QueueExecutor.core)
+        let nextWake = NextWake()
+        self.nextWake = nextWake
+        background = BackgroundThread(clearance: JobList.clearance { nextWake.nanoseconds })
         self.runTracking = runTracking
         self.resourceSupport = resourceSupport
         self.access = access

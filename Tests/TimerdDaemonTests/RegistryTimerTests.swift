@@ -2,6 +2,7 @@ import Testing
 import TimerdCore
 import TimerdEngine
 import TimerdProtocol
+import TimerdSystem
 @testable import TimerdDaemon
 
 /// The registry's two Dispatch timers on the host's clocks: jobs fire in deadline order, never early,
@@ -73,6 +74,27 @@ import TimerdProtocol
         let events = await nextFires(1)
         #expect(events.map(\.job) == ["later"])
         #expect(clock.wallNow >= at)
+    }
+
+    /// `nextWake` says when the first of the two timers goes off, on `CLOCK_MONOTONIC`, a wall deadline
+    /// as far from now as it is on the wall clock; nothing armed, `UInt64.max`.
+    @Test func theNextWakeIsTheEarlierTimersOnTheMonotonicClock() async throws {
+        #expect(registry.nextWake.nanoseconds == .max)
+        let hour: UInt64 = 3_600_000_000_000
+        var before = SystemClock.monotonicNow()
+        try await registry.add(spec("mono", ["in": "1h", "command": "true"]), origin: .runtime)
+        #expect((before + hour...SystemClock.monotonicNow() + hour).contains(registry.nextWake.nanoseconds))
+
+        before = SystemClock.monotonicNow()
+        let at = RFC3339.truncatedToMicroseconds(clock.wallNow + .seconds(1_800))
+        try await registry.add(spec("wall", ["at": RFC3339.format(at), "command": "true"]), origin: .runtime)
+        // Within the microsecond the wall deadline was truncated to, and the time the request took.
+        #expect((before + hour / 2 - 1_000_000...SystemClock.monotonicNow() + hour / 2).contains(registry.nextWake.nanoseconds))
+
+        try await registry.cancel([JobName("wall")])
+        #expect((before + hour - 1_000_000_000...SystemClock.monotonicNow() + hour).contains(registry.nextWake.nanoseconds))
+        try await registry.cancel([JobName("mono")])
+        #expect(registry.nextWake.nanoseconds == .max)
     }
 }
 
