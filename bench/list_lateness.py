@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """The lateness of 5 jobs due every 100 ms while `timerctl --json list` lists many jobs (docs/performance.md,
-"LIST (round 14)"): the `make bench` row, repeated enough to count the rare late fire.
+"LIST (round 14)"): the `make bench` row, repeated enough to count the rare late fire; and, with
+`--metrics INTERVAL`, while timerd writes the Prometheus metrics of those jobs to a file every INTERVAL
+(`metrics_file`; with LISTS 0, for 8 s with no `LIST`).
 
 Uses `bulk.py`'s seed (N jobs added once, pipelined, under WORK_DIR/seed-N); each run starts timerd on a
 copy of it, adds the 5 jobs (tag=fast) and watches them (`WATCH tag=fast`: each `fired` event says how
@@ -9,7 +11,8 @@ times, 0.3 s apart. It prints the fast jobs' lateness while a `timerctl` ran and
 timerd main thread's and all its threads' CPU time per `LIST` (the pauses between included), and the
 CPU time the host took from this machine meanwhile (steal).
 
-Usage: list_lateness.py TIMERD_BINARY WORK_DIR [LISTS] [N]   (LISTS defaults to 8, N to 100000)
+Usage: list_lateness.py TIMERD_BINARY WORK_DIR [LISTS] [N] [--metrics INTERVAL]
+       (LISTS defaults to 8, N to 100000)
 """
 import os, subprocess, sys, time
 
@@ -17,11 +20,20 @@ from bulk import prepare, print_lateness, start_timerd, watch_fast_jobs
 
 
 def main():
-    binary, base = sys.argv[1], sys.argv[2]
-    lists = int(sys.argv[3]) if len(sys.argv) > 3 else 8
-    n = int(sys.argv[4]) if len(sys.argv) > 4 else 100000
+    args = sys.argv[1:]
+    metrics = None
+    if "--metrics" in args:
+        at = args.index("--metrics")
+        metrics = args[at + 1]
+        del args[at:at + 2]
+    binary, base = args[0], args[1]
+    lists = int(args[2]) if len(args) > 2 else 8
+    n = int(args[3]) if len(args) > 3 else 100000
     timerctl = os.path.join(os.path.dirname(os.path.abspath(binary)), "timerctl")
     work, config, sock = prepare(binary, base, n)
+    if metrics:
+        with open(config, "w") as f:
+            f.write(f"[daemon]\nmetrics_file = {work}/metrics.prom\nmetrics_interval = {metrics}\n")
     proc = start_timerd(binary, sock, config, os.path.join(work, "state"), os.path.join(work, "timerd.log"))
 
     def steal_ms():
@@ -38,6 +50,9 @@ def main():
         _, _, phase, late = watch_fast_jobs(sock)
         steal, main_cpu, all_cpu = steal_ms(), cpu_ms(proc.pid), all_cpu_ms()
         durations = []
+        if lists == 0:
+            phase[0] = "metrics"
+            time.sleep(8)
         for _ in range(lists):
             phase[0] = "list"
             start = time.monotonic()
@@ -46,10 +61,13 @@ def main():
             phase[0] = "between"
             time.sleep(0.3)
         phase[0] = "done"
-        print(f"timerctl --json list: {' '.join(f'{d * 1000:.0f}' for d in durations)} ms")
-        print(f"CPU per LIST (with its 0.3 s pause): timerd's main thread {(cpu_ms(proc.pid) - main_cpu) / lists:.0f} ms, "
-              f"all its threads {(all_cpu_ms() - all_cpu) / lists:.0f} ms; stolen meanwhile {steal_ms() - steal} ms")
-        print_lateness(late, ["idle", "list", "between"])
+        if lists:
+            print(f"timerctl --json list: {' '.join(f'{d * 1000:.0f}' for d in durations)} ms")
+            print(f"CPU per LIST (with its 0.3 s pause): timerd's main thread {(cpu_ms(proc.pid) - main_cpu) / lists:.0f} ms, "
+                  f"all its threads {(all_cpu_ms() - all_cpu) / lists:.0f} ms; stolen meanwhile {steal_ms() - steal} ms")
+        if metrics:
+            print(f"metrics file: {os.path.getsize(work + '/metrics.prom')} bytes, written every {metrics}")
+        print_lateness(late, ["idle", "list", "between", "metrics"])
     finally:
         proc.terminate()
         proc.wait()

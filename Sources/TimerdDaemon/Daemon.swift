@@ -389,32 +389,16 @@ public actor Daemon {
         }
     }
 
-    /// Rewrites `path` with the Prometheus metrics every `interval`, atomically, off the registry's queue:
-    /// a timer on a queue of its own asks the registry for the text, and the file is written back there.
+    /// Rewrites `path` with the Prometheus metrics every `interval` (`MetricsFile`), off the registry's
+    /// queue.
     private func startMetrics(path: String, every interval: Duration) {
         log.info("metrics: writing \(path) every \(DurationText.format(interval))")
+        let file = MetricsFile(path: path, log: log)
         let registry = self.registry
-        let log = self.log
-        let queue = DispatchQueue(label: "timerd.metrics")
-        let failing = Locked(false)
-        let timer = DispatchSource.makeTimerSource(queue: queue)
+        let timer = DispatchSource.makeTimerSource(queue: file.queue)
         let nanoseconds = Int(interval.nanoseconds)
         timer.schedule(deadline: .now(), repeating: .nanoseconds(nanoseconds), leeway: .nanoseconds(nanoseconds / 10))
-        timer.setEventHandler {
-            registry.enqueue { registry in
-                let text = registry.metricsText()
-                queue.async {
-                    do {
-                        try FileSystem.writeAtomically(path, text)
-                        if failing.withLock({ $0 }) { log.notice("metrics: writing \(path) works again") }
-                        failing.withLock { $0 = false }
-                    } catch {
-                        if !failing.withLock({ $0 }) { log.warning("metrics: cannot write \(path): \(error)") }
-                        failing.withLock { $0 = true }
-                    }
-                }
-            }
-        }
+        timer.setEventHandler { file.write(registry) }
         timer.activate()
         metricsTimer = timer
     }
@@ -566,5 +550,44 @@ private final class PhaseGate: Sendable {
             return state.open
         }
         if isOpen { continuation.resume() }
+    }
+}
+
+/// The metrics file: written atomically from the registry's text (`Registry.metricsText`, read in slices),
+/// one write at a time (a write still going when the timer fires again, with many jobs or a slow disk,
+/// is not started twice); a failure to write is logged once, and its end.
+private final class MetricsFile: Sendable {
+    let path: String
+    let log: Logger
+    let queue = DispatchQueue(label: "timerd.metrics")
+    private let state = Locked((writing: false, failing: false))
+
+    init(path: String, log: Logger) {
+        self.path = path
+        self.log = log
+    }
+
+    func write(_ registry: Registry) {
+        guard state.withLock({ state in defer { state.writing = true }; return !state.writing }) else { return }
+        Task {
+            let text = await registry.metricsText()
+            queue.async { self.finish(text) }
+        }
+    }
+
+    private func finish(_ text: String) {
+        let failed: Errno?
+        do {
+            try FileSystem.writeAtomically(path, text)
+            failed = nil
+        } catch {
+            failed = error
+        }
+        let wasFailing = state.withLock { state in
+            defer { (state.writing, state.failing) = (false, failed != nil) }
+            return state.failing
+        }
+        if let failed, !wasFailing { log.warning("metrics: cannot write \(path): \(failed)") }
+        if failed == nil, wasFailing { log.notice("metrics: writing \(path) works again") }
     }
 }

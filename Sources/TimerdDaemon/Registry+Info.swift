@@ -115,6 +115,8 @@ extension Registry {
 
     /// The jobs among `names` that still exist, as `viewer` may see them (one step of the queue).
     func snapshots(_ names: ArraySlice<JobName>, viewer: Client) -> [JobSnapshot] {
+        // Jobs due meanwhile fire first (`Registry.metricsText`).
+        deliverDue()
         let now = clock.now()
         // The engine read once for the slice: a method called on the stored property copies the whole
         // struct first (all its fields retained, then released), and a job took four such calls: a

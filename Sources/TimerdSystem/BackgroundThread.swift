@@ -9,8 +9,8 @@ import Glibc
 public final class BackgroundThread: Sendable {
     /// When to stand aside: an item does not start while the next fire (`next`, an instant on
     /// `CLOCK_MONOTONIC` in nanoseconds, `UInt64.max` for none) is less than `before` away, but waits
-    /// until `after` past it. The thread stands aside for no longer than it has worked (up to `saved`
-    /// saved up), so however often fires come the work takes at most twice as long.
+    /// until `after` past it. The thread stands aside for no longer than it has not (up to `saved` saved
+    /// up), so however often fires come the work takes at most twice as long.
     public struct Clearance: Sendable {
         public var next: @Sendable () -> UInt64
         public var before: UInt64
@@ -44,6 +44,10 @@ public final class BackgroundThread: Sendable {
         }
     }
 
+    /// For long work running on the thread, now and then (between slices of it): waits while the next
+    /// fire is near, as the thread does between items. Only from work on this thread.
+    public func standAside() { core.standAside() }
+
     /// What the thread shares with its owner; the thread holds this, not the owner, so the owner can go.
     private final class Core: Sendable {
         private struct State {
@@ -52,13 +56,21 @@ public final class BackgroundThread: Sendable {
             var stopping = false
         }
 
+        /// How long the thread may still stand aside (nanoseconds), and since when it has not.
+        private struct Pacing {
+            var credit: UInt64
+            var since: UInt64
+        }
+
         private let state = Locked(State())
         private let available = DispatchSemaphore(value: 0)
         private let clearance: Clearance?
+        private let pacing: Locked<Pacing>
         private let fallback = DispatchQueue(label: "timerd.background")
 
         init(clearance: Clearance?) {
             self.clearance = clearance
+            pacing = Locked(Pacing(credit: clearance?.saved ?? 0, since: SystemClock.monotonicNow()))
         }
 
         func add(_ work: @escaping @Sendable () -> Void) {
@@ -79,24 +91,19 @@ public final class BackgroundThread: Sendable {
         private func startThread() {
             do {
                 try CurrentProcess.detachThread { [self] in
-                    // Nanoseconds the thread may still stand aside for.
-                    var credit = clearance?.saved ?? 0
                     while true {
                         available.wait()
                         guard let work = next() else {
                             if state.withLock({ $0.stopping && $0.work.isEmpty }) { return }
                             continue
                         }
-                        // A wait may oversleep its end a little.
-                        credit -= min(credit, keepClear(for: credit))
-                        let start = SystemClock.monotonicNow()
+                        standAside()
                         work()
-                        credit = min(clearance?.saved ?? 0, credit + (SystemClock.monotonicNow() - start))
                     }
                 }
             } catch {
                 // No thread to be had (the process's or the user's limit): this work runs on a Dispatch
-                // queue, without standing aside, and the next work tries for a thread again.
+                // queue, without standing aside between items, and the next work tries for a thread again.
                 state.withLock { $0.started = false }
                 fallback.async { [self] in
                     while let work = next() { work() }
@@ -107,6 +114,24 @@ public final class BackgroundThread: Sendable {
         /// The oldest work not yet run (nil when a fallback drain took it).
         private func next() -> (@Sendable () -> Void)? {
             state.withLock { $0.work.isEmpty ? nil : $0.work.removeFirst() }
+        }
+
+        /// Waits while the next fire is near, for no longer than the time since the last wait (up to
+        /// `saved` in all).
+        func standAside() {
+            guard let clearance else { return }
+            let credit = pacing.withLock { pacing in
+                let now = SystemClock.monotonicNow()
+                pacing.credit = min(clearance.saved, pacing.credit + (now - pacing.since))
+                pacing.since = now
+                return pacing.credit
+            }
+            let waited = keepClear(for: credit)
+            pacing.withLock { pacing in
+                // A wait may oversleep its end a little.
+                pacing.credit -= min(pacing.credit, waited)
+                pacing.since = SystemClock.monotonicNow()
+            }
         }
 
         /// Waits while the next fire is near (`Clearance`), for at most `credit` nanoseconds; how long it

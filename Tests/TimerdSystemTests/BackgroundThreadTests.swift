@@ -31,6 +31,23 @@ import TimerdSystem
         #expect(started >= due + 20_000_000)
     }
 
+    /// Long work that stands aside between its slices waits there, as the thread does between items.
+    @Test func standingAsideInsideWorkWaitsUntilPastAFireThatIsNear() async {
+        let due = Shared(UInt64.max)
+        let thread = BackgroundThread(clearance: .init(before: .milliseconds(50), after: .milliseconds(20), saved: .seconds(10)) {
+            let at = due.lock.withLock { $0 }
+            return at != .max && SystemClock.monotonicNow() >= at + 20_000_000 ? .max : at
+        })
+        let (fire, resumed) = await thread.run {
+            // The first slice done, a fire comes due 10 ms from now.
+            let fire = SystemClock.monotonicNow() + 10_000_000
+            due.lock.withLock { $0 = fire }
+            thread.standAside()
+            return (fire, SystemClock.monotonicNow())
+        }
+        #expect(resumed >= fire + 20_000_000)
+    }
+
     /// Due in 10 s, beyond `before`: the work does not wait for it (it would be 10 s late if it did).
     @Test func aFireFarAwayHoldsNothingBack() async {
         let due = SystemClock.monotonicNow() + 10_000_000_000
