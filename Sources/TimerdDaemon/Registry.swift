@@ -58,8 +58,8 @@ actor Registry {
     /// Last-run outputs held for `show`, and the bookkeeping of `max_output_memory`.
     var outputs = HeldOutputs()
 
-    /// When the timers next go off (`Registry+Timers.swift`), and the thread that describes jobs for
-    /// `LIST`, which keeps clear of that (`JobList`).
+    /// When the timers next go off (`Registry+Timers.swift`), and the thread that writes `LIST`'s JSON
+    /// and the metrics' text, which keeps clear of that (`JobList.clearance`).
     nonisolated let nextWake: NextWake
     nonisolated let background: BackgroundThread
 
@@ -207,6 +207,9 @@ actor Registry {
             releaseNames(names[released..<gone])
             released = gone
             await Task.yield()
+            // The steps follow each other on the registry's queue with no break in which its loop would
+            // see a timer: jobs due meanwhile fire first (`deliverDue`).
+            deliverDue()
             guard case .success(.partlyApplied) = handle(.continueChange(change)).answer else { return }
         }
     }

@@ -2,7 +2,7 @@ import Dispatch
 import Glibc
 
 /// One thread of its own, started on first use, for long work that must not delay a fire: describing
-/// 100,000 jobs for `LIST`. Work runs in the order it was given, one item at a time, and before each item
+/// 100,000 jobs for `LIST`, writing their metrics. Work runs in the order it was given, one item at a time, and before each item
 /// the thread keeps clear of the daemon's next fire (`Clearance`): on two CPUs a fire that came while
 /// this work, the socket it feeds and the client reading it held both found its thread waiting for a CPU
 /// (docs/performance.md, "LIST (round 14)"). Idle, the thread sleeps in the kernel: no wake-ups.
