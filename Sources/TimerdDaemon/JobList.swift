@@ -2,12 +2,11 @@ import Dispatch
 import Synchronization
 import TimerdCore
 import TimerdProtocol
-import TimerdSystem
 
 /// `LIST`: every job (or those with a tag), sorted by name, in slices. The names are taken in one step of
 /// the registry's queue and sorted off it; then each turn of the registry's queue snapshots `slice` jobs
 /// (timers fire between turns), while the JSON of the slice before is written off it, on the registry's
-/// background thread, which keeps clear of fires (`clearance`), and handed on (to the client's socket, as
+/// background thread, which keeps clear of fires (`Registry.clearance`), and handed on (to the client's socket, as
 /// it is written: `stream`). A job added or cancelled meanwhile may or may not be listed, as with any
 /// snapshot taken in steps; a job listed is described as it was at one instant.
 enum JobList {
@@ -19,15 +18,6 @@ enum JobList {
     /// Where names are sorted: never the registry's queue, and not the control queue either (other
     /// clients are served there).
     private static let queue = DispatchQueue(label: "timerd.list")
-
-    /// How the registry's background thread, which writes each slice's JSON (and the metrics' text),
-    /// keeps clear of fires: no slice starts within a millisecond of the next one (a slice's JSON, its
-    /// bytes through the socket and the client reading them take about that), and it waits until half a
-    /// millisecond past it (the fire's turn and its command's start); it stands aside no longer than it
-    /// has not, with at most 5 ms saved up (docs/performance.md, "LIST (round 14)").
-    static func clearance(next: @escaping @Sendable () -> UInt64) -> BackgroundThread.Clearance {
-        BackgroundThread.Clearance(before: .milliseconds(1), after: .microseconds(500), saved: .milliseconds(5), next: next)
-    }
 
     /// The reply's payload, byte for byte what `Payload.encode([JobInfo])` would write (held whole: for
     /// callers in the daemon and tests; a connection streams it).

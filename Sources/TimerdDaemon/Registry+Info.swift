@@ -115,16 +115,22 @@ extension Registry {
 
     /// The jobs among `names` that still exist, as `viewer` may see them (one step of the queue).
     func snapshots(_ names: ArraySlice<JobName>, viewer: Client) -> [JobSnapshot] {
-        // Jobs due meanwhile fire first (`Registry.metricsText`).
-        deliverDue()
         let now = clock.now()
-        // The engine read once for the slice: a method called on the stored property copies the whole
-        // struct first (all its fields retained, then released), and a job took four such calls: a
-        // quarter of the registry's time in a `LIST` (docs/performance.md, "LIST (round 14)").
+        return sliceStep(names) { engine, job in snapshot(job, in: engine, viewer: viewer, now: now) }
+    }
+
+    /// One step of a long read a slice of jobs at a time (`LIST`, the metrics): jobs due meanwhile fire
+    /// first (the steps follow each other on the registry's queue with no break in which its loop would
+    /// see a timer), then `read` gets each job among `names` that still exists (a job whose cancel is on
+    /// disk and still taking effect is gone already), with the engine read once for the slice: a method
+    /// called on the stored property copies the whole struct first (all its fields retained, then
+    /// released), and a `LIST` took four such calls a job, a quarter of the registry's time in it
+    /// (docs/performance.md, "LIST (round 14)").
+    func sliceStep<T>(_ names: ArraySlice<JobName>, _ read: (borrowing Engine, EngineJob) -> T) -> [T] {
+        deliverDue()
         let engine = self.engine
-        // A job whose cancel is on disk and still taking effect is gone already.
         return names.compactMap { name in
-            engine.job(name).flatMap { engine.isCancelPending($0) ? nil : snapshot($0, in: engine, viewer: viewer, now: now) }
+            engine.job(name).flatMap { engine.isCancelPending($0) ? nil : read(engine, $0) }
         }
     }
 

@@ -64,15 +64,10 @@ extension Registry {
 
     /// The jobs among `names` that still exist (one step of the queue).
     private func metrics(of names: ArraySlice<JobName>) -> [JobMetrics] {
-        // Jobs due meanwhile fire first (`snapshots`).
-        deliverDue()
-        // Read once for the slice (`snapshots`).
-        let engine = self.engine
-        return names.compactMap { name -> JobMetrics? in
-            guard let job = engine.job(name), !engine.isCancelPending(job) else { return nil }
+        sliceStep(names) { _, job in
             let last = job.lastOutcome?.outcome
             return JobMetrics(
-                name: name, state: job.state, runsByResult: job.runsByResult, lastSuccess: job.lastSuccess,
+                name: job.spec.name, state: job.state, runsByResult: job.runsByResult, lastSuccess: job.lastSuccess,
                 lastDuration: last?.duration, usageTotals: job.usageTotals, lastMemoryPeak: last?.usage.memoryPeakBytes)
         }
     }

@@ -59,9 +59,18 @@ actor Registry {
     var outputs = HeldOutputs()
 
     /// When the timers next go off (`Registry+Timers.swift`), and the thread that writes `LIST`'s JSON
-    /// and the metrics' text, which keeps clear of that (`JobList.clearance`).
+    /// and the metrics' text, which keeps clear of that (`clearance`).
     nonisolated let nextWake: NextWake
     nonisolated let background: BackgroundThread
+
+    /// How the registry's background thread, which writes each slice's JSON (and the metrics' text),
+    /// keeps clear of fires: no slice starts within a millisecond of the next one (a slice's JSON, its
+    /// bytes through the socket and the client reading them take about that), and it waits until half a
+    /// millisecond past it (the fire's turn and its command's start); it stands aside no longer than it
+    /// has not, with at most 5 ms saved up (docs/performance.md, "LIST (round 14)").
+    static func clearance(next: @escaping @Sendable () -> UInt64) -> BackgroundThread.Clearance {
+        BackgroundThread.Clearance(before: .milliseconds(1), after: .microseconds(500), saved: .milliseconds(5), next: next)
+    }
 
     // Measurements for STATS (see Registry+Stats.swift).
     /// Scheduled time to timer handler, per scheduled fire (ns).
@@ -95,7 +104,7 @@ actor Registry {
         self.executor = QueueExecutor(label: "timerd.registry", target: QueueExecutor.core)
         let nextWake = NextWake()
         self.nextWake = nextWake
-        background = BackgroundThread(clearance: JobList.clearance { nextWake.nanoseconds })
+        background = BackgroundThread(clearance: Self.clearance { nextWake.nanoseconds })
         self.runTracking = runTracking
         self.resourceSupport = resourceSupport
         self.access = access

@@ -136,6 +136,31 @@ import TimerdStore
         #expect(launcher.count == 1)
     }
 
+    /// A job due while a long read goes a slice per turn of the registry's queue (`LIST`, the metrics)
+    /// or a big cancel's jobs leave the table fires within it, not after it: `deliverDue` at each turn.
+    @Test func aJobDueDuringAListTheMetricsOrABigCancelFiresWithinIt() async throws {
+        defer { removeAll() }
+        let bulk = try (0..<(Engine.cancelSlice * 2 + 1)).map { try JobName("j\($0)") }
+        for name in bulk { try await registry.add(spec(name.rawValue, ["every": "1d", "command": "true"]), origin: .runtime) }
+        try await registry.add(spec("due", ["every": "1h", "command": "true"]), origin: .runtime)
+        let steps: [(String, () async throws -> Void)] = [
+            ("LIST", { _ = await JobList.json(self.registry, tag: nil, viewer: .daemon) }),
+            ("metrics", { _ = await self.registry.metricsText() }),
+            ("cancel", {
+                try await self.registry.cancel(bulk)
+                await self.registry.cancelsFinished()
+            }),
+        ]
+        for (index, (step, run)) in steps.enumerated() {
+            // Past its deadline; the test clock's Dispatch timers never go off by themselves.
+            clock.advance(by: .seconds(3_601))
+            try await run()
+            #expect(launcher.count == index + 1, "\(step)")
+            launcher.finish(index)
+            await settle(registry)
+        }
+    }
+
     /// More jobs than a slice: a write that fails cancels none of them; one that succeeds cancels all,
     /// from memory and from the store, and leaves the others; a refusal of any one refuses the whole.
     @Test func aCancelOfManyJobsIsAllOrNothing() async throws {
