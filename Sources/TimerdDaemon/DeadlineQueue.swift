@@ -159,6 +159,12 @@ struct DeadlineQueue {
     /// Whether job `jobID` is armed.
     func isArmed(jobID: UInt64) -> Bool { armed[jobID] != nil }
 
+    /// The job armed for the earliest deadline on `clock` and that deadline (nanoseconds on it), or nil
+    /// when nothing is armed there: the head of its heap, without looking at the rest.
+    func first(_ clock: ClockKind) -> (name: JobName, at: Int64)? {
+        heaps[clock.rawValue].entries.first.map { ($0.name, $0.at) }
+    }
+
     /// When `clock`'s timer should go off, or nil when nothing is armed on it.
     func wake(_ clock: ClockKind) -> Wake? {
         let entries = heaps[clock.rawValue].entries

@@ -4,15 +4,21 @@ import TimerdEngine
 import TimerdSystem
 
 extension Registry {
-    /// `12 jobs, 2 running, next: backup at 16:04:05` (local time), for systemd's `STATUS=`.
+    /// `12 jobs, 2 running, next: backup at 16:04:05` (local time), for systemd's `STATUS=`. The next fire
+    /// is the earlier of the two clocks' first deadlines in the registry's timers (`DeadlineQueue.first`):
+    /// the jobs armed on this node, which are the ones that fire here. Looking at every job instead, at
+    /// each update (up to 5 a second while jobs fire), held other jobs' fires back 28-52 ms with 100,000
+    /// jobs (docs/performance.md, "The status line (round 15)").
     func statusLine() -> String {
         var next: (name: JobName, at: WallTime)?
         let now = clock.now()
-        for job in engine.liveJobs where job.state == .scheduled {
-            let name = job.name
-            if job.shared, !engine.runsHere(job) { continue }
-            let at = job.nextMono.map { now.wall(of: $0) } ?? job.nextWall
-            if let at, next == nil || at < next!.at || (at == next!.at && name < next!.name) { next = (name, at) }
+        for kind in DeadlineQueue.ClockKind.allCases {
+            guard let (name, nanoseconds) = timers.queue.first(kind) else { continue }
+            let at = switch kind {
+            case .mono: now.wall(of: MonoInstant(nanosecondsSinceBoot: UInt64(clamping: nanoseconds)))
+            case .wall: WallTime(nanosecondsSinceEpoch: nanoseconds)
+            }
+            if next == nil || at < next!.at || (at == next!.at && name < next!.name) { next = (name, at) }
         }
         let count = engine.jobs.count - engine.cancelPendingCount
         let base = storageStatus() + clusterStatus() + "\(count.counted("job")), \(engine.runningTotal) running"

@@ -97,6 +97,10 @@ struct Report {
                 text += "| `timerctl --json list` to /dev/null, start to exit | \(fmt(seconds * 1000, 0)) ms |\n"
             }
             text += "| `CANCEL tag=bulk` (all jobs) | \(fmt(scale.cancel_seconds * 1000, 0)) ms |\n"
+            if let notifications = scale.notifications {
+                text += "| Notifications sent (`NOTIFY_SOCKET`, as under systemd); the last status line | \(notifications); "
+                text += "`\(scale.last_status ?? "none")` |\n"
+            }
             text += "| \(scale.fast_jobs) jobs every 100 ms meanwhile: due → handler p50 / p99 / max | \(triple(scale.fast_dispatch_ms)) ms |\n"
             text += "| … due → command running p50 / p90 / p99 / max | \(quad(scale.fast_command_ms)) ms |\n"
             for step in ["pipelined", "list", "timerctl-list", "cancel", "per-client"] {

@@ -261,6 +261,10 @@ struct ScaleResult: Codable {
     /// What one armed Dispatch timer source costs by itself (`timerd-bench dispatch-timers N`): what
     /// timerd saves with its deadline queue (`docs/architecture.md`, "Timers").
     var dispatch_timer_bytes: Double
+    /// Notifications the daemon sent to its `NOTIFY_SOCKET` (as under systemd) over the scenario, and the
+    /// last status line among them: the status line is kept up to date throughout, as for systemd.
+    var notifications: Int?
+    var last_status: String?
 }
 
 func runScale(_ setup: Setup, jobs: Int) throws -> ScaleResult {
@@ -330,6 +334,7 @@ func runScale(_ setup: Setup, jobs: Int) throws -> ScaleResult {
     }
     let perClient = Measure.seconds(since: start)
     watcher.phase.set(nil)
+    let notified = daemon.notify.received
 
     return ScaleResult(
         jobs: jobs, pipelined_seconds: pipelined, pipelined_adds_per_second: Double(jobs) / pipelined,
@@ -342,7 +347,7 @@ func runScale(_ setup: Setup, jobs: Int) throws -> ScaleResult {
         fast_jobs: fastJobs, fast_dispatch_ms: Summary(milliseconds: watcher.samples),
         fast_command_ms: Summary(milliseconds: Measure.probeSamples(fastPath)),
         fast_dispatch_ms_by_step: watcher.samplesByPhase.get().compactMapValues { Summary(milliseconds: $0) },
-        dispatch_timer_bytes: try dispatchTimerCost(jobs))
+        dispatch_timer_bytes: try dispatchTimerCost(jobs), notifications: notified.messages, last_status: notified.lastStatus)
 }
 
 /// Runs `timerctl --socket SOCKET --json list` with its output to /dev/null and times it, start to exit;

@@ -96,6 +96,26 @@ import TimerdSystem
         try await registry.cancel([JobName("mono")])
         #expect(registry.nextWake.nanoseconds == .max)
     }
+
+    /// The status line's next fire is the earlier of the two clocks' first deadlines (a wall deadline
+    /// against a monotonic one), never a paused job's, and nothing once nothing is armed.
+    @Test func theStatusLineNamesTheJobWhoseTimerGoesOffFirst() async throws {
+        #expect(await registry.statusLine() == "0 jobs, 0 running, nothing scheduled")
+        try await registry.add(spec("mono", ["in": "1h", "command": "true"]), origin: .runtime)
+        #expect(await registry.statusLine().hasPrefix("1 job, 0 running, next: mono at "))
+
+        let wall = RFC3339.truncatedToMicroseconds(clock.wallNow + .seconds(1_800))
+        try await registry.add(spec("wall", ["at": RFC3339.format(wall), "command": "true"]), origin: .runtime)
+        let expected = SystemClock.localTimeOfDay(wall.nanosecondsSinceEpoch / 1_000_000_000)
+        #expect(await registry.statusLine() == "2 jobs, 0 running, next: wall at \(expected)")
+
+        try await registry.add(spec("first", ["in": "10m", "command": "true"]), origin: .runtime)
+        #expect(await registry.statusLine().hasPrefix("3 jobs, 0 running, next: first at "))
+        try await registry.pause([JobName("first")])
+        #expect(await registry.statusLine() == "3 jobs, 0 running, next: wall at \(expected)")
+        try await registry.pause([JobName("wall"), JobName("mono")])
+        #expect(await registry.statusLine() == "3 jobs, 0 running, nothing scheduled")
+    }
 }
 
 extension Registry {
