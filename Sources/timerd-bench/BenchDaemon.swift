@@ -5,11 +5,18 @@ import TimerdSystem
 /// with a notification socket of its own (`NOTIFY_SOCKET`), as systemd starts it (`Type=notify`): it then
 /// sends `READY=1` and keeps its status line up to date (`STATUS=`), work a daemon started without one
 /// does not do (with 100,000 jobs that work once held other jobs' fires back 28-52 ms, unseen here).
+///
+/// As root it also gets a cgroup of its own (`Delegate=yes` in timerd.service) when the cgroup v2 hierarchy
+/// can be written: timerd then runs each command in a cgroup of its own, as it does under systemd, work
+/// it skips in a cgroup it does not own (docs/performance.md, "Runs in cgroups (round 15)").
 final class BenchDaemon {
     let child: ChildProcess
     let socket: String
     let log: String
     let notify: NotifyDrain
+    /// The cgroup it was started in (removed, with what timerd made in it, by `stop`); nil: it runs where
+    /// `timerd-bench` runs.
+    let cgroup: CgroupDirectory?
 
     /// Starts `timerd` with `config` (the text of `[daemon]` settings and jobs) and no state (an earlier
     /// run's is removed) and waits until it answers `PING`.
@@ -23,10 +30,13 @@ final class BenchDaemon {
         notify = try NotifyDrain(path: "\(workDirectory)/\(name).notify")
         let output = try FileDescriptor.open(log, .writeOnly, options: [.create, .truncate])
         defer { try? output.close() }
+        cgroup = Self.makeCgroup(name)
+        let cgroupDirectory = try? cgroup?.open()
+        defer { try? cgroupDirectory?.close() }
         child = try Spawn.run(
             program: timerd, arguments: ["--config", configPath, "--socket", socket, "--state-dir", configPath + ".state"],
             environment: ["PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workDirectory, "NOTIFY_SOCKET": notify.path],
-            output: output)
+            output: output, cgroup: cgroupDirectory)
         try FileSystem.writeAtomically("\(workDirectory)/daemon.pid", "\(child.pid)\n")
         let deadline = SystemClock.monotonicNow() + 10_000_000_000
         while true {
@@ -53,6 +63,19 @@ final class BenchDaemon {
         }
         try? child.pidfd.close()
         notify.stop()
+        if let cgroup {
+            // What timerd made in it (`supervisor`, `runs` and any run's) first, deepest first.
+            for directory in cgroup.descendants() + [cgroup] { try? directory.remove() }
+        }
+    }
+
+    /// A new cgroup for daemon `name` beside `timerd-bench`'s own, as root on a writable cgroup v2
+    /// hierarchy; nil otherwise (timerd then tracks runs by process group, as it says in its log).
+    private static func makeCgroup(_ name: String) -> CgroupDirectory? {
+        guard getuid() == 0, let own = CgroupHierarchy.own().directory else { return nil }
+        let directory = own.child("timerd-bench-\(name)-\(getpid())")
+        for leftover in directory.descendants() + [directory] { try? leftover.remove() }
+        return (try? directory.create()) != nil ? directory : nil
     }
 
     var probe: ProcessProbe { ProcessProbe(pid: pid) }
