@@ -332,8 +332,9 @@ actor CommandRun: RunHandle {
         }
     }
 
-    /// Makes the run's cgroup, `runs/JOB-RUN` (without cgroups, nothing), and watches it; returns it
-    /// opened for the spawn.
+    /// Makes the run's cgroup, `runs/JOB-RUN` (without cgroups, nothing); returns it opened for the spawn.
+    /// It is watched only if its main process ends leaving something in it (`watchCgroup`): a watch from
+    /// the start cost two more system calls a run and woke the loop as the cgroup filled and emptied.
     private func makeCgroup() throws(CgroupFailure) -> FileDescriptor? {
         let limits = request.resources.cgroupFiles
         guard let cgroups else {
@@ -345,9 +346,14 @@ actor CommandRun: RunHandle {
         }
         let directory = cgroups.tree.runs.child("\(request.job)-\(request.runID)")
         do {
-            // One of that name left by a run of an earlier timerd with the same numbers: empty by now.
-            if directory.exists { try? directory.remove() }
-            try directory.create()
+            do {
+                try directory.create()
+            } catch {
+                // One of that name left by a run of an earlier timerd with the same numbers: empty by now.
+                guard error == .fileExists else { throw error }
+                try? directory.remove()
+                try directory.create()
+            }
             cgroup = directory
             // Its limits before anything runs in it.
             for (file, value) in limits {
@@ -355,16 +361,7 @@ actor CommandRun: RunHandle {
                     throw CgroupFailure(description: "cannot set \(file) of the run's cgroup \(directory) to \(value): \(error)")
                 }
             }
-            let opened = try directory.open()
-            do {
-                cgroupWatch = try cgroups.events.watch(directory) { [self] in
-                    self.assumeIsolated { $0.cgroupChanged() }
-                }
-            } catch {
-                try? opened.close()
-                throw error
-            }
-            return opened
+            return try directory.open()
         } catch let failure as CgroupFailure {
             try? directory.remove()
             cgroup = nil
@@ -378,6 +375,22 @@ actor CommandRun: RunHandle {
 
     struct CgroupFailure: Error, CustomStringConvertible {
         let description: String
+    }
+
+    /// Watches the run's cgroup until it is empty (`cgroupChanged`), once its main process has ended and
+    /// left something in it. False (and a warning) if it cannot be watched.
+    private func watchCgroup(_ cgroup: CgroupDirectory) -> Bool {
+        guard let cgroups else { return false }
+        do {
+            cgroupWatch = try cgroups.events.watch(cgroup) { [self] in
+                self.assumeIsolated { $0.cgroupChanged() }
+            }
+            return true
+        } catch {
+            log.warning(job: request.job, run: request.runID,
+                        "cannot watch the run's cgroup \(cgroup) (\(error)): killing what its main process left in it")
+            return false
+        }
     }
 
     /// Something in the run's cgroup changed: once the main process has ended and the cgroup is empty,
@@ -544,6 +557,11 @@ actor CommandRun: RunHandle {
                     cgroup.signalAll(.term)
                     scheduleKill()
                 }  // else it had its SIGTERM with the main process, and its SIGKILL is scheduled
+                guard watchCgroup(cgroup) else {
+                    // Nothing would say when it is empty: what is left is killed, and the run ends now.
+                    try? cgroup.kill()
+                    return complete(status)
+                }
                 // It may have emptied meanwhile, before the watch saw anything.
                 return cgroupChanged()
             }
