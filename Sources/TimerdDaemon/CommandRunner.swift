@@ -31,7 +31,7 @@ final class CommandLauncher: RunLauncher {
         self.clock = clock
         if let tree {
             do {
-                cgroups = RunCgroups(tree: tree, events: try CgroupEvents(queue: executor.queue))
+                cgroups = RunCgroups(tree: tree, events: try CgroupEvents(queue: executor.queue), queue: executor.queue)
             } catch {
                 log.warning("runs are tracked by process group, not cgroup: cannot watch cgroups (inotify): \(error)")
                 cgroups = nil
@@ -53,15 +53,47 @@ final class CommandLauncher: RunLauncher {
 final class RunCgroups: Sendable {
     let tree: RunCgroupTree
     let events: CgroupEvents
+    /// The runs' queue, where `events`' handlers run.
+    private let queue: DispatchQueue
+    /// Where ended runs' cgroups are removed, together every 20–30 ms: an `rmdir` of a cgroup (its
+    /// teardown in the kernel) took some 40 µs, on the thread that starts the next runs, and waking a
+    /// thread for each cost about as much again (docs/performance.md, "Runs in cgroups (round 15)"). Its
+    /// thread starts with the first removal.
+    private let remover = BackgroundThread(clearance: nil)
+    /// Ended runs' cgroups waiting for the next removal.
+    private let pending = Locked<[CgroupDirectory]>([])
 
-    init(tree: RunCgroupTree, events: CgroupEvents) {
+    init(tree: RunCgroupTree, events: CgroupEvents, queue: DispatchQueue) {
         self.tree = tree
         self.events = events
+        self.queue = queue
     }
 
-    /// Removes `cgroup` now if it is empty, else once it is (what `kill_mode=process` left in it has gone).
-    /// Call on the runs' queue.
+    /// Removes `cgroup` within some 30 ms, off the runs' queue, if it is empty then; else (what
+    /// `kill_mode=process` left in it is still there) once it is, watched from the runs' queue. Call on
+    /// the runs' queue.
     func release(_ cgroup: CgroupDirectory) {
+        let first = pending.withLock { pending in
+            pending.append(cgroup)
+            return pending.count == 1
+        }
+        guard first else { return }
+        // With the loop's next wake for anything else, if one comes within the leeway.
+        IOWatcher.shared.after(.now() + .milliseconds(20), leeway: .milliseconds(10), on: queue) { [self] in
+            let batch = pending.withLock { pending in
+                defer { pending = [] }
+                return pending
+            }
+            remover.async { [self] in
+                let busy = batch.filter { (try? $0.remove()) == nil }
+                guard !busy.isEmpty else { return }
+                queue.async { for cgroup in busy { self.removeOnceEmpty(cgroup) } }
+            }
+        }
+    }
+
+    /// On the runs' queue: removes `cgroup` now if it is empty, else once the watch says it is.
+    private func removeOnceEmpty(_ cgroup: CgroupDirectory) {
         if (try? cgroup.remove()) != nil || !cgroup.exists { return }
         let watch = Locked<Int32?>(nil)
         let removeIfEmpty: @Sendable () -> Void = { [events] in
