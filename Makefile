@@ -73,7 +73,7 @@ help:
 	@echo "make test-install  build, then check install/uninstall into a temporary DESTDIR"
 	@echo "make deb           build dist/timerd_VERSION_ARCH.deb (debian/, dpkg-buildpackage) and lintian it"
 	@echo "make test-deb      make deb, then check the package's fields, files and scripts"
-	@echo "make bench         benchmarks (about 16 minutes): lateness vs systemd timers, 100,000 jobs,"
+	@echo "make bench         benchmarks (about 20 minutes): lateness vs systemd timers, 100,000 jobs,"
 	@echo "                   runs/s, idle cost, cluster fires/s on etcd; report and plot in bench/results/"
 	@echo "                   (docs/performance.md)"
 	@echo "make bench-state   durability: cost per durable ADD, lateness while writing, kill -9 loop"
