@@ -700,12 +700,18 @@ actor CommandRun: RunHandle {
     /// What the run used, once it has ended having started its program: everything in its cgroup where it
     /// has one (what the cgroup cannot say, the main process and what it reaped). Read before the cgroup
     /// is removed.
+    ///
+    /// Only the files of controllers the runs have are read (`cpu.stat` is always there): looking up one
+    /// that is not there takes the same lock of the cgroup file system as every `mkdir` of a run's cgroup
+    /// (docs/performance.md, "Runs in cgroups (round 15)").
     private func usage() -> RunUsage {
         guard let main = mainUsage else { return RunUsage() }
-        let io = cgroup?.ioBytes()
+        let controllers = cgroups?.tree.controllers ?? []
+        let io = controllers.contains("io") ? cgroup?.ioBytes() : nil
+        let memoryPeak = controllers.contains("memory") ? cgroup?.memoryPeak() : nil
         return RunUsage(
             cpu: cgroup?.cpuUsage() ?? main.cpu,
-            memoryPeakBytes: cgroup?.memoryPeak() ?? Self.ownPeak(main.maxResidentBytes, inherited: inheritedPeak),
+            memoryPeakBytes: memoryPeak ?? Self.ownPeak(main.maxResidentBytes, inherited: inheritedPeak),
             ioReadBytes: io?.read ?? main.blocksReadBytes,
             ioWriteBytes: io?.written ?? main.blocksWrittenBytes)
     }
