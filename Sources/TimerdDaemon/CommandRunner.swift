@@ -49,64 +49,6 @@ final class CommandLauncher: RunLauncher {
     }
 }
 
-/// The runs' cgroups and the watch over them, for `CommandRun`s (on the runs' queue).
-final class RunCgroups: Sendable {
-    let tree: RunCgroupTree
-    let events: CgroupEvents
-    /// The runs' queue, where `events`' handlers run.
-    private let queue: DispatchQueue
-    /// Where ended runs' cgroups are removed, together every 20–30 ms: an `rmdir` of a cgroup (its
-    /// teardown in the kernel) took some 40 µs, on the thread that starts the next runs, and waking a
-    /// thread for each cost about as much again (docs/performance.md, "Runs in cgroups (round 15)"). Its
-    /// thread starts with the first removal.
-    private let remover = BackgroundThread(clearance: nil)
-    /// Ended runs' cgroups waiting for the next removal.
-    private let pending = Locked<[CgroupDirectory]>([])
-
-    init(tree: RunCgroupTree, events: CgroupEvents, queue: DispatchQueue) {
-        self.tree = tree
-        self.events = events
-        self.queue = queue
-    }
-
-    /// Removes `cgroup` within some 30 ms, off the runs' queue, if it is empty then; else (what
-    /// `kill_mode=process` left in it is still there) once it is, watched from the runs' queue. Call on
-    /// the runs' queue.
-    func release(_ cgroup: CgroupDirectory) {
-        let first = pending.withLock { pending in
-            pending.append(cgroup)
-            return pending.count == 1
-        }
-        guard first else { return }
-        // With the loop's next wake for anything else, if one comes within the leeway.
-        IOWatcher.shared.after(.now() + .milliseconds(20), leeway: .milliseconds(10), on: queue) { [self] in
-            let batch = pending.withLock { pending in
-                defer { pending = [] }
-                return pending
-            }
-            remover.async { [self] in
-                let busy = batch.filter { (try? $0.remove()) == nil }
-                guard !busy.isEmpty else { return }
-                queue.async { for cgroup in busy { self.removeOnceEmpty(cgroup) } }
-            }
-        }
-    }
-
-    /// On the runs' queue: removes `cgroup` now if it is empty, else once the watch says it is.
-    private func removeOnceEmpty(_ cgroup: CgroupDirectory) {
-        if (try? cgroup.remove()) != nil || !cgroup.exists { return }
-        let watch = Locked<Int32?>(nil)
-        let removeIfEmpty: @Sendable () -> Void = { [events] in
-            guard (try? cgroup.isPopulated()) == false, (try? cgroup.remove()) != nil,
-                  let wd = watch.withLock({ $0 }) else { return }
-            events.forget(wd)
-        }
-        guard let wd = try? events.watch(cgroup, handler: removeIfEmpty) else { return }
-        watch.withLock { $0 = wd }
-        removeIfEmpty()  // it may have emptied before the watch was set
-    }
-}
-
 /// One run of a command: its child, output pipe, timers and outcome. Isolated to the launcher's queue.
 actor CommandRun: RunHandle {
     nonisolated let executor: QueueExecutor
@@ -137,8 +79,14 @@ actor CommandRun: RunHandle {
     private var finished = false
     private let cgroups: RunCgroups?
     /// The run's own cgroup (nil: tracked by process group) and its watch.
-    private var cgroup: CgroupDirectory?
+    private var runCgroup: RunCgroup?
+    private var cgroup: CgroupDirectory? { runCgroup?.directory }
     private var cgroupWatch: Int32?
+    /// Whether the run's cgroup was seen empty after its main process ended: it can then be kept for the
+    /// job's next run.
+    private var emptied = false
+    /// The OOM killer's kills in the run's cgroup so far (`memory.events`), once read.
+    private var oomKills: Int?
     /// The main process's end, held while what it left in the cgroup is stopped: the run ends when the
     /// cgroup is empty.
     private var mainEnded: TerminationStatus?
@@ -251,7 +199,7 @@ actor CommandRun: RunHandle {
         }
         let cgroupDirectory: FileDescriptor?
         do {
-            cgroupDirectory = try makeCgroup()
+            cgroupDirectory = try takeCgroup()
         } catch {
             closePipes()
             return finish(.failed, exitCode: nil, signal: nil, reason: error.description)
@@ -263,11 +211,9 @@ actor CommandRun: RunHandle {
                 workingDirectory: request.workingDirectory, credentials: credentials, output: pipes[0].write,
                 errors: pipes.count > 1 ? pipes[1].write : nil, cgroup: cgroupDirectory, settings: request.resources)
         } catch {
-            try? cgroupDirectory?.close()
             closePipes()
             return finish(.failed, exitCode: nil, signal: nil, reason: "\(error)")
         }
-        try? cgroupDirectory?.close()
         self.child = child
         events(.started(pid: child.pid))
         if let settings = request.logFile {
@@ -364,49 +310,22 @@ actor CommandRun: RunHandle {
         }
     }
 
-    /// Makes the run's cgroup, `runs/JOB-RUN` (without cgroups, nothing); returns it opened for the spawn.
-    /// It is watched only if its main process ends leaving something in it (`watchCgroup`): a watch from
-    /// the start cost two more system calls a run and woke the loop as the cgroup filled and emptied.
-    private func makeCgroup() throws(CgroupFailure) -> FileDescriptor? {
+    /// The run's cgroup (`RunCgroups.take`: the job's idle one, or a new `runs/JOB@N`), open for the spawn;
+    /// without cgroups, nothing. It is watched only if its main process ends leaving something in it
+    /// (`watchCgroup`): a watch from the start cost two more system calls a run and woke the loop as the
+    /// cgroup filled and emptied.
+    private func takeCgroup() throws(RunCgroups.Failure) -> FileDescriptor? {
         let limits = request.resources.cgroupFiles
         guard let cgroups else {
             // Checked when the job was added; the config or timerd's cgroup may have changed since.
             guard limits.isEmpty else {
-                throw CgroupFailure(description: "\(request.resources.cgroupSettings[0].key) needs a cgroup for the run, and runs have none here")
+                throw RunCgroups.Failure(description: "\(request.resources.cgroupSettings[0].key) needs a cgroup for the run, and runs have none here")
             }
             return nil
         }
-        let directory = cgroups.tree.runs.child("\(request.job)-\(request.runID)")
-        do {
-            do {
-                try directory.create()
-            } catch {
-                // One of that name left by a run of an earlier timerd with the same numbers: empty by now.
-                guard error == .fileExists else { throw error }
-                try? directory.remove()
-                try directory.create()
-            }
-            cgroup = directory
-            // Its limits before anything runs in it.
-            for (file, value) in limits {
-                do { try directory.write(file, value) } catch {
-                    throw CgroupFailure(description: "cannot set \(file) of the run's cgroup \(directory) to \(value): \(error)")
-                }
-            }
-            return try directory.open()
-        } catch let failure as CgroupFailure {
-            try? directory.remove()
-            cgroup = nil
-            throw failure
-        } catch {
-            if cgroup != nil { try? directory.remove() }
-            cgroup = nil
-            throw CgroupFailure(description: "cannot make the run's cgroup \(directory): \(error)")
-        }
-    }
-
-    struct CgroupFailure: Error, CustomStringConvertible {
-        let description: String
+        let taken = try cgroups.take(job: request.job, limits: limits)
+        runCgroup = taken
+        return taken.handle
     }
 
     /// Watches the run's cgroup until it is empty (`cgroupChanged`), once its main process has ended and
@@ -429,6 +348,7 @@ actor CommandRun: RunHandle {
     /// the run ends.
     private func cgroupChanged() {
         guard let mainEnded, !finished, let cgroup, (try? cgroup.isPopulated()) == false else { return }
+        emptied = true
         complete(mainEnded)
     }
 
@@ -572,7 +492,9 @@ actor CommandRun: RunHandle {
         if let cgroup {
             // What the main process left in the cgroup is stopped as `kill_mode` says, and the run ends when
             // the cgroup is empty; under `process` it is left alone and the run ends now.
-            if request.killMode != .process, (try? cgroup.isPopulated()) == true {
+            let populated = try? cgroup.isPopulated()
+            emptied = populated == false
+            if request.killMode != .process, populated == true {
                 mainEnded = status
                 // Reaped: its pidfd stays readable, and nothing more is to be learnt from it.
                 if let exitWatch {
@@ -649,8 +571,12 @@ actor CommandRun: RunHandle {
     /// "killed by its memory limit (memory_max=512M): the OOM killer ended 1 process" when the kernel killed
     /// something in the run's cgroup for its memory limit (`memory.events`: `oom_kill`), else nil.
     private func memoryLimitKills() -> String? {
-        guard let cgroup, request.resources.memoryMax != nil || request.resources.memorySwapMax != nil,
-              let text = try? cgroup.keyed("memory.events")["oom_kill"], let kills = Int(text), kills > 0 else { return nil }
+        guard let cgroup, let runCgroup, request.resources.memoryMax != nil || request.resources.memorySwapMax != nil,
+              let text = try? cgroup.keyed("memory.events")["oom_kill"], let total = Int(text) else { return nil }
+        oomKills = total
+        // The cgroup's count since it was made; earlier runs of the job in it had theirs.
+        let kills = total - runCgroup.before.oomKills
+        guard kills > 0 else { return nil }
         let limits = request.resources.options.filter { $0.key.hasPrefix("memory_") }.map { "\($0.key)=\($0.value)" }
         return "killed by its memory limit (\(limits.joined(separator: ", "))): the OOM killer ended \(kills) process"
             + (kills == 1 ? "" : "es")
@@ -669,11 +595,14 @@ actor CommandRun: RunHandle {
         }
         timeoutTimer?.cancel()
         killTimer?.cancel()
-        let usage = usage()
-        if let cgroup, let cgroups {
+        let counters = runCgroup.map(readCounters)
+        let usage = usage(counters)
+        if let runCgroup, let cgroups, let counters {
             if let cgroupWatch { cgroups.events.forget(cgroupWatch) }
             cgroupWatch = nil
-            cgroups.release(cgroup)
+            // Kept only where what the next run uses can be told from what this one did.
+            if emptied, counters.cpu != nil { cgroups.keep(runCgroup, counters: counters) } else { cgroups.release(runCgroup) }
+            self.runCgroup = nil
         }
         let now = clock.now()
         let outcome = RunOutcome(
@@ -697,22 +626,37 @@ actor CommandRun: RunHandle {
         return maxResident > inherited + (1 << 20) ? maxResident : nil
     }
 
+    /// The run's cgroup's counters now (`RunCgroupCounters`): what the cgroup says less what it said when
+    /// the run began is what the run used. Only the files of controllers the runs have are read (`cpu.stat`
+    /// is always there): looking up one that is not there takes the same lock of the cgroup file system as
+    /// every `mkdir` of a run's cgroup (docs/performance.md, "Runs in cgroups (round 15)").
+    private func readCounters(_ runCgroup: RunCgroup) -> RunCgroupCounters {
+        let controllers = cgroups?.tree.controllers ?? []
+        let io = controllers.contains("io") ? runCgroup.directory.ioBytes() : nil
+        return RunCgroupCounters(
+            cpu: runCgroup.directory.cpuUsage(),
+            ioRead: io?.read ?? runCgroup.before.ioRead, ioWritten: io?.written ?? runCgroup.before.ioWritten,
+            oomKills: oomKills ?? runCgroup.before.oomKills)
+    }
+
     /// What the run used, once it has ended having started its program: everything in its cgroup where it
-    /// has one (what the cgroup cannot say, the main process and what it reaped). Read before the cgroup
-    /// is removed.
-    ///
-    /// Only the files of controllers the runs have are read (`cpu.stat` is always there): looking up one
-    /// that is not there takes the same lock of the cgroup file system as every `mkdir` of a run's cgroup
-    /// (docs/performance.md, "Runs in cgroups (round 15)").
-    private func usage() -> RunUsage {
+    /// has one (`counters` less the cgroup's counters when the run began; what the cgroup cannot say, the
+    /// main process and what it reaped).
+    private func usage(_ counters: RunCgroupCounters?) -> RunUsage {
         guard let main = mainUsage else { return RunUsage() }
         let controllers = cgroups?.tree.controllers ?? []
-        let io = controllers.contains("io") ? cgroup?.ioBytes() : nil
-        let memoryPeak = controllers.contains("memory") ? cgroup?.memoryPeak() : nil
+        guard let runCgroup, let counters else {
+            return RunUsage(
+                cpu: main.cpu, memoryPeakBytes: Self.ownPeak(main.maxResidentBytes, inherited: inheritedPeak),
+                ioReadBytes: main.blocksReadBytes, ioWriteBytes: main.blocksWrittenBytes)
+        }
+        let before = runCgroup.before
+        let io = controllers.contains("io")
+        let memoryPeak = controllers.contains("memory") ? runCgroup.peak.flatMap(CgroupDirectory.peak) ?? runCgroup.directory.memoryPeak() : nil
         return RunUsage(
-            cpu: cgroup?.cpuUsage() ?? main.cpu,
+            cpu: counters.cpu.map { $0 - (before.cpu ?? .zero) } ?? main.cpu,
             memoryPeakBytes: memoryPeak ?? Self.ownPeak(main.maxResidentBytes, inherited: inheritedPeak),
-            ioReadBytes: io?.read ?? main.blocksReadBytes,
-            ioWriteBytes: io?.written ?? main.blocksWrittenBytes)
+            ioReadBytes: io ? counters.ioRead - before.ioRead : main.blocksReadBytes,
+            ioWriteBytes: io ? counters.ioWritten - before.ioWritten : main.blocksWrittenBytes)
     }
 }

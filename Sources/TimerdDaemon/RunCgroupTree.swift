@@ -4,7 +4,7 @@ import TimerdCore
 import TimerdSystem
 
 /// The cgroups runs start in (`docs/architecture.md`, "Runs"): timerd's own cgroup v2, with timerd itself
-/// moved into its leaf `supervisor` and each run in `runs/JOB-RUN`, created there by clone3
+/// moved into its leaf `supervisor` and each run in `runs/JOB@N` (`RunCgroups`), created there by clone3
 /// (`CLONE_INTO_CGROUP`), so everything a run starts, whatever session or process group it makes,
 /// stays in the run's cgroup, and `cgroup.kill` ends it all. systemd runs a service in a cgroup of its
 /// own that it hands over with `Delegate=yes` (`timerd.service`).
@@ -16,6 +16,10 @@ struct RunCgroupTree: Sendable {
     /// The controllers each run's cgroup has (enabled down to `runs/`): those of `memory`, `cpu`, `io` and
     /// `pids` that timerd's own cgroup was given.
     var controllers: Set<String> = []
+    /// Whether a run's cgroup can be kept for its job's next run (`RunCgroups`): what a run used must be
+    /// its own, and a cgroup's `memory.peak` can be reset for one reader only since Linux 6.12, so with the
+    /// memory controller only where `runs/`'s can be.
+    var reusable = true
 
     /// The controllers run limits use (`ResourceSettings.cgroupKeys`).
     static let wanted = ["cpu", "io", "memory", "pids"]
@@ -53,6 +57,11 @@ struct RunCgroupTree: Sendable {
         }
         var tree = RunCgroupTree(own: own, runs: runs)
         tree.controllers = enableControllers(own: own, runs: runs)
+        if tree.controllers.contains("memory") {
+            let peak = try? runs.openResetPeak()
+            tree.reusable = peak != nil
+            try? peak?.close()
+        }
         return .success(tree)
     }
 

@@ -84,6 +84,29 @@ public struct CgroupDirectory: Sendable, Hashable, CustomStringConvertible {
         return Int64(text)
     }
 
+    /// `memory.peak` opened and reset for this reader (Linux 6.12; before, the file cannot be written):
+    /// what `Self.peak(_:)` reads through it is the most memory in use at once since the reset.
+    public func openResetPeak() throws(Errno) -> FileDescriptor {
+        let fd = try FileDescriptor.open(path + "/memory.peak", .readWrite)
+        do {
+            try fd.writeAll("reset\n")
+        } catch {
+            try? fd.close()
+            throw error
+        }
+        return fd
+    }
+
+    /// The peak `memory.peak` opened by `openResetPeak` says (read from its start), or nil.
+    ///
+    /// The corresponding C function is `pread`.
+    public static func peak(_ file: FileDescriptor) -> Int64? {
+        var buffer = [UInt8](repeating: 0, count: 32)
+        let count = buffer.withUnsafeMutableBytes { pread(file.rawValue, $0.baseAddress, $0.count, 0) }
+        guard count > 0 else { return nil }
+        return Int64(String(decoding: buffer[..<count].prefix { $0 != UInt8(ascii: "\n") }, as: UTF8.self))
+    }
+
     /// Bytes read and written by everything in it, over every device (`io.stat`'s `rbytes` and `wbytes`,
     /// with the io controller), or nil.
     public func ioBytes() -> (read: Int64, written: Int64)? {

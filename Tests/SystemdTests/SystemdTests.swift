@@ -213,6 +213,32 @@ struct SystemdTests {
         let cpu = shown?["last_cpu_usage_ms"] as? Double ?? 0
         #expect(cpu >= 300, "spins: \(String(describing: shown))")
 
+        // A job's next run reuses its cgroup, `runs/JOB@1` (the same directory: its inode), and what a run used
+        // is its own: the first run spins for 300 ms of CPU, the second does not, and its CPU time does not
+        // carry the first's.
+        let seen = testbed.scratch + "/again", once = testbed.scratch + "/again-spun"
+        let spinHere = "while :; do read -r line < /proc/$$/stat; set -- $line; [ $(( ${14} + ${15} )) -ge 30 ] && break; done"
+        try testbed.timerctl("add", "again", "--in", "10ms", "--command",
+                             "c=$(sed -n 's/^0:://p' /proc/self/cgroup); for m in /sys/fs/cgroup/unified /sys/fs/cgroup; do "
+                                + "[ -e \"$m$c/cgroup.procs\" ] && echo \"$c $(stat -c %i \"$m$c\")\" >> \(seen) && break; done; "
+                                + "[ -e \(once) ] || { touch \(once); \(spinHere); }")
+        func showAgain() throws -> [String: Any]? {
+            try JSONSerialization.jsonObject(with: Data(testbed.timerctl("--json", "show", "again").stdout.utf8)) as? [String: Any]
+        }
+        #expect(try eventually(timeout: 15, "again's first run to end") { try showAgain()?["last_result"] as? String == "ok" })
+        let first = try showAgain()
+        #expect(first?["last_cpu_usage_ms"] as? Double ?? 0 >= 300, "again, first run: \(String(describing: first))")
+        #expect(try testbed.timerctl("run", "again").succeeded)
+        #expect(try eventually(timeout: 15, "again's second run to end") {
+            let shown = try showAgain()
+            return shown?["runs"] as? Int == 2 && shown?["running"] as? Int == 0 && shown?["last_result"] as? String == "ok"
+        })
+        let second = try showAgain()
+        #expect(second?["last_cpu_usage_ms"] as? Double ?? 1000 < 300, "again, second run: \(String(describing: second))")
+        let cgroupsOfAgain = try testbed.inside(["cat", seen]).stdout.split(separator: "\n")
+        #expect(cgroupsOfAgain.count == 2 && cgroupsOfAgain[0] == cgroupsOfAgain[1] && cgroupsOfAgain[0].contains("/runs/again@1 "),
+                "the cgroups of again's two runs (path, inode): \(cgroupsOfAgain)")
+
         // A cancel: the run is stopped, its escapee with it.
         try testbed.timerctl("add", "cancelled", "--in", "10ms", "--command", "setsid sleep 303 & sleep 304")
         #expect(try eventually(timeout: 10, "the escapee of cancelled to start") { try !sleeping(303).isEmpty })
@@ -231,11 +257,11 @@ struct SystemdTests {
         let kept = try sleeping(305)
         #expect(kept.count == 1, "kill_mode=process: \(kept)")
         let status = try testbed.systemctl("status", "timerd.service").stdout
-        #expect(status.contains("supervisor") && status.contains("keeps-1"), "cgroups of timerd.service:\n\(status)")
+        #expect(status.contains("supervisor") && status.contains("keeps@1"), "cgroups of timerd.service:\n\(status)")
         for pid in kept { _ = try testbed.inside(["kill", pid]) }
         // Once what it left has gone, the run's cgroup is removed.
-        #expect(try eventually(timeout: 10, "keeps-1's cgroup to go") {
-            try !testbed.systemctl("status", "timerd.service").stdout.contains("keeps-1")
+        #expect(try eventually(timeout: 10, "keeps@1's cgroup to go") {
+            try !testbed.systemctl("status", "timerd.service").stdout.contains("keeps@1")
         })
 
         // Stopping timerd while a run's escapee lives: nothing is left for systemd to sweep.
