@@ -211,9 +211,11 @@ actor CommandRun: RunHandle {
                 workingDirectory: request.workingDirectory, credentials: credentials, output: pipes[0].write,
                 errors: pipes.count > 1 ? pipes[1].write : nil, cgroup: cgroupDirectory, settings: request.resources)
         } catch {
+            try? cgroupDirectory?.close()
             closePipes()
             return finish(.failed, exitCode: nil, signal: nil, reason: "\(error)")
         }
+        try? cgroupDirectory?.close()
         self.child = child
         events(.started(pid: child.pid))
         if let settings = request.logFile {
@@ -323,9 +325,9 @@ actor CommandRun: RunHandle {
             }
             return nil
         }
-        let taken = try cgroups.take(job: request.job, limits: limits)
+        let (taken, handle) = try cgroups.take(job: request.job, limits: limits)
         runCgroup = taken
-        return taken.handle
+        return handle
     }
 
     /// Watches the run's cgroup until it is empty (`cgroupChanged`), once its main process has ended and

@@ -8,9 +8,9 @@ import TimerdSystem
 struct RunCgroup: Sendable {
     let job: String
     let slot: Int
+    /// Its files opened from `runs/`, kept open by `RunCgroups` (a lookup of one name instead of the
+    /// whole path's).
     let directory: CgroupDirectory
-    /// The directory, open for clone3's `CLONE_INTO_CGROUP` while the cgroup exists.
-    let handle: FileDescriptor
     /// The limits written when it was made (`ResourceSettings.cgroupFiles`, `file=value`).
     let limits: [String]
     /// Its counters when the current run began.
@@ -56,6 +56,10 @@ final class RunCgroups: Sendable {
     /// about as much again (docs/performance.md, "Runs in cgroups (round 15)"). Its thread starts with the
     /// first removal.
     private let remover = BackgroundThread(clearance: nil)
+    /// `runs/`, open for the daemon's life: the runs' cgroups are made, opened, read and removed from it.
+    /// (Not each of them kept open: every descriptor timerd holds is copied into each child at its clone
+    /// and closed again at its `execve`, which a thousand idle cgroups made 0.2 ms slower.)
+    private let runsDirectory: FileDescriptor?
     private let state = Locked(State())
 
     private struct State {
@@ -93,6 +97,7 @@ final class RunCgroups: Sendable {
         self.queue = queue
         self.reuses = tree.reusable
         self.linger = linger
+        runsDirectory = try? tree.runs.open()
     }
 
     struct Failure: Error, CustomStringConvertible {
@@ -101,19 +106,23 @@ final class RunCgroups: Sendable {
 
     /// A cgroup for a run of `job` with `limits`: the job's idle one with these limits, else a new one,
     /// `runs/JOB@N` with the lowest N free, with its limits written before anything runs in it. Call on the
-    /// runs' queue.
-    func take(job: String, limits: [(file: String, value: String)]) throws(Failure) -> RunCgroup {
+    /// runs' queue. Returns it and its directory open for the spawn (the caller closes it).
+    func take(job: String, limits: [(file: String, value: String)]) throws(Failure) -> (RunCgroup, FileDescriptor) {
         let wanted = limits.map { "\($0.file)=\($0.value)" }
         let (found, slot, stale) = state.withLock { $0.jobs[job, default: Job()].claim(limits: wanted) }
         for cgroup in stale { remove(cgroup) }
         if var cgroup = found {
-            do { try resetPeak(&cgroup) } catch {
+            do {
+                try resetPeak(&cgroup)
+                return (cgroup, try cgroup.directory.open())
+            } catch {
                 release(cgroup)
-                throw error
+                if let failure = error as? Failure { throw failure }
+                throw Failure(description: "cannot open the run's cgroup \(cgroup.directory): \(error)")
             }
-            return cgroup
         }
-        let directory = tree.runs.child("\(job)@\(slot)")
+        let name = "\(job)@\(slot)"
+        let directory = runsDirectory.map { tree.runs.child(name, opened: $0) } ?? tree.runs.child(name)
         var made = false
         var handle: FileDescriptor?
         do {
@@ -133,9 +142,9 @@ final class RunCgroups: Sendable {
             }
             let opened = try directory.open()
             handle = opened
-            var cgroup = RunCgroup(job: job, slot: slot, directory: directory, handle: opened, limits: wanted)
+            var cgroup = RunCgroup(job: job, slot: slot, directory: directory, limits: wanted)
             try resetPeak(&cgroup)
-            return cgroup
+            return (cgroup, opened)
         } catch {
             try? handle?.close()
             if made { try? directory.remove() }
@@ -202,7 +211,6 @@ final class RunCgroups: Sendable {
             remover.async { [self] in
                 var busy: [RunCgroup] = []
                 for cgroup in batch {
-                    try? cgroup.handle.close()
                     if Self.removed(cgroup.directory) {
                         free(job: cgroup.job, slot: cgroup.slot)
                     } else {

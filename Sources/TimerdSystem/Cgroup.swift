@@ -7,10 +7,23 @@ import Glibc
 /// controllers (`memory.max`, …). A value: the directory need not exist.
 public struct CgroupDirectory: Sendable, Hashable, CustomStringConvertible {
     public let path: String
+    /// Where its files are opened from, if not from `path`: an ancestor's directory, kept open by whoever
+    /// made this value, and the path below it. Each component of a path is a lookup in the cgroup file
+    /// system, under its lock.
+    private let base: (directory: FileDescriptor, below: String)?
 
     public init(path: String) {
         self.path = path
+        base = nil
     }
+
+    private init(path: String, base: (directory: FileDescriptor, below: String)) {
+        self.path = path
+        self.base = base
+    }
+
+    public static func == (lhs: CgroupDirectory, rhs: CgroupDirectory) -> Bool { lhs.path == rhs.path }
+    public func hash(into hasher: inout Hasher) { hasher.combine(path) }
 
     public var description: String { path }
 
@@ -18,26 +31,41 @@ public struct CgroupDirectory: Sendable, Hashable, CustomStringConvertible {
         CgroupDirectory(path: path + "/" + name)
     }
 
+    /// Child `name`, its files opened from `opened`, this directory open (which must stay open while the
+    /// child is used).
+    public func child(_ name: String, opened: FileDescriptor) -> CgroupDirectory {
+        CgroupDirectory(path: path + "/" + name, base: (opened, name))
+    }
+
+    /// Opens its file (or itself, "") `name`.
+    private func openFile(_ name: String, _ access: FileDescriptor.AccessMode,
+                          options: FileDescriptor.OpenOptions = []) throws(Errno) -> FileDescriptor {
+        guard let base else { return try FileDescriptor.open(name.isEmpty ? path : path + "/" + name, access, options: options) }
+        return try FileDescriptor.open(name.isEmpty ? base.below : base.below + "/" + name, in: base.directory, access, options: options)
+    }
+
     /// Whether the directory exists.
     public var exists: Bool { FileSystem.isDirectory(path) }
 
     /// Creates it (the kernel fills it with its interface files). EEXIST when it exists.
     ///
-    /// The corresponding C function is `mkdir`.
+    /// The corresponding C functions are `mkdir` and `mkdirat`.
     public func create() throws(Errno) {
-        guard mkdir(path, 0o755) == 0 else { throw Errno.current }
+        let made = base.map { mkdirat($0.directory.rawValue, $0.below, 0o755) } ?? mkdir(path, 0o755)
+        guard made == 0 else { throw Errno.current }
     }
 
     /// Removes it, which the kernel allows only once nothing is in it and it has no children (EBUSY).
     ///
-    /// The corresponding C function is `rmdir`.
+    /// The corresponding C functions are `rmdir` and `unlinkat`.
     public func remove() throws(Errno) {
-        guard rmdir(path) == 0 else { throw Errno.current }
+        let removed = base.map { unlinkat($0.directory.rawValue, $0.below, AT_REMOVEDIR) } ?? rmdir(path)
+        guard removed == 0 else { throw Errno.current }
     }
 
     /// The directory opened for `Spawn.start(cgroup:)` (clone3's `CLONE_INTO_CGROUP`).
     public func open() throws(Errno) -> FileDescriptor {
-        try FileDescriptor.open(path, .readOnly, options: .directory)
+        try openFile("", .readOnly, options: .directory)
     }
 
     /// The processes in it (not in its children).
@@ -87,7 +115,7 @@ public struct CgroupDirectory: Sendable, Hashable, CustomStringConvertible {
     /// `memory.peak` opened and reset for this reader (Linux 6.12; before, the file cannot be written):
     /// what `Self.peak(_:)` reads through it is the most memory in use at once since the reset.
     public func openResetPeak() throws(Errno) -> FileDescriptor {
-        let fd = try FileDescriptor.open(path + "/memory.peak", .readWrite)
+        let fd = try openFile("memory.peak", .readWrite)
         do {
             try fd.writeAll("reset\n")
         } catch {
@@ -147,14 +175,16 @@ public struct CgroupDirectory: Sendable, Hashable, CustomStringConvertible {
 
     /// Writes `text` to the interface file `name`.
     public func write(_ name: String, _ text: String) throws(Errno) {
-        let fd = try FileDescriptor.open(path + "/" + name, .writeOnly)
+        let fd = try openFile(name, .writeOnly)
         defer { try? fd.close() }
         try fd.writeAll(text)
     }
 
     /// The interface file `name`, a line each.
     public func lines(_ name: String) throws(Errno) -> [String] {
-        String(decoding: try FileSystem.readFile(path + "/" + name), as: UTF8.self)
+        let fd = try openFile(name, .readOnly)
+        defer { try? fd.close() }
+        return String(decoding: try fd.readToEnd(), as: UTF8.self)
             .split(separator: "\n").map(String.init)
     }
 

@@ -56,6 +56,18 @@ public struct FileDescriptor: Sendable, Hashable, RawRepresentable, CustomString
         return FileDescriptor(rawValue: fd)
     }
 
+    /// Opens `path` relative to the directory open as `directory` (an absolute `path` ignores it),
+    /// close-on-exec. Retries on EINTR; throws the `errno` of the failure.
+    ///
+    /// The corresponding C function is `openat`.
+    public static func open(
+        _ path: String, in directory: FileDescriptor, _ access: AccessMode, options: OpenOptions = []
+    ) throws(Errno) -> FileDescriptor {
+        let flags = access.flags | options.rawValue | O_CLOEXEC
+        let fd = try retryOnInterrupt { Glibc.openat(directory.rawValue, path, flags, 0o644) }
+        return FileDescriptor(rawValue: fd)
+    }
+
     /// Opens /dev/null, close-on-exec.
     ///
     /// The corresponding C function is `open`.
