@@ -603,7 +603,8 @@ actor CommandRun: RunHandle {
             if let cgroupWatch { cgroups.events.forget(cgroupWatch) }
             cgroupWatch = nil
             // Kept only where what the next run uses can be told from what this one did.
-            if emptied, counters.cpu != nil { cgroups.keep(runCgroup, counters: counters) } else { cgroups.release(runCgroup) }
+            let counted = counters.cpu != nil && (counters.ioRead != nil || !(cgroups.tree.controllers.contains("io")))
+            if emptied, counted { cgroups.keep(runCgroup, counters: counters) } else { cgroups.release(runCgroup) }
             self.runCgroup = nil
         }
         let now = clock.now()
@@ -637,7 +638,7 @@ actor CommandRun: RunHandle {
         let io = controllers.contains("io") ? runCgroup.directory.ioBytes() : nil
         return RunCgroupCounters(
             cpu: runCgroup.directory.cpuUsage(),
-            ioRead: io?.read ?? runCgroup.before.ioRead, ioWritten: io?.written ?? runCgroup.before.ioWritten,
+            ioRead: io?.read, ioWritten: io?.written,
             oomKills: oomKills ?? runCgroup.before.oomKills)
     }
 
@@ -653,12 +654,19 @@ actor CommandRun: RunHandle {
                 ioReadBytes: main.blocksReadBytes, ioWriteBytes: main.blocksWrittenBytes)
         }
         let before = runCgroup.before
-        let io = controllers.contains("io")
-        let memoryPeak = controllers.contains("memory") ? runCgroup.peak.flatMap(CgroupDirectory.peak) ?? runCgroup.directory.memoryPeak() : nil
+        // A reused cgroup's own `memory.peak` is its runs' together: only the one reset for this run will do.
+        let memoryPeak: Int64?
+        if !controllers.contains("memory") {
+            memoryPeak = nil
+        } else if let peak = runCgroup.peak {
+            memoryPeak = CgroupDirectory.peak(peak)
+        } else {
+            memoryPeak = runCgroup.directory.memoryPeak()
+        }
         return RunUsage(
             cpu: counters.cpu.map { $0 - (before.cpu ?? .zero) } ?? main.cpu,
             memoryPeakBytes: memoryPeak ?? Self.ownPeak(main.maxResidentBytes, inherited: inheritedPeak),
-            ioReadBytes: io ? counters.ioRead - before.ioRead : main.blocksReadBytes,
-            ioWriteBytes: io ? counters.ioWritten - before.ioWritten : main.blocksWrittenBytes)
+            ioReadBytes: counters.ioRead.map { $0 - (before.ioRead ?? 0) } ?? main.blocksReadBytes,
+            ioWriteBytes: counters.ioWritten.map { $0 - (before.ioWritten ?? 0) } ?? main.blocksWrittenBytes)
     }
 }

@@ -27,8 +27,9 @@ struct RunCgroup: Sendable {
 struct RunCgroupCounters: Sendable, Equatable {
     /// Nil when `cpu.stat` could not be read.
     var cpu: Duration? = .zero
-    var ioRead: Int64 = 0
-    var ioWritten: Int64 = 0
+    /// Nil without the io controller, or when `io.stat` could not be read.
+    var ioRead: Int64? = 0
+    var ioWritten: Int64? = 0
     var oomKills = 0
 }
 
@@ -58,7 +59,8 @@ final class RunCgroups: Sendable {
     private let remover = BackgroundThread(clearance: nil)
     /// `runs/`, open for the daemon's life: the runs' cgroups are made, opened, read and removed from it.
     /// (Not each of them kept open: every descriptor timerd holds is copied into each child at its clone
-    /// and closed again at its `execve`, which a thousand idle cgroups made 0.2 ms slower.)
+    /// and closed again at its `execve`, work that a thousand idle cgroups' descriptors would add to each
+    /// command's start; docs/performance.md, "Runs in cgroups (round 16)".)
     private let runsDirectory: FileDescriptor?
     private let state = Locked(State())
 
