@@ -573,8 +573,7 @@ actor CommandRun: RunHandle {
     /// "killed by its memory limit (memory_max=512M): the OOM killer ended 1 process" when the kernel killed
     /// something in the run's cgroup for its memory limit (`memory.events`: `oom_kill`), else nil.
     private func memoryLimitKills() -> String? {
-        guard let cgroup, let runCgroup, request.resources.memoryMax != nil || request.resources.memorySwapMax != nil,
-              let text = try? cgroup.keyed("memory.events")["oom_kill"], let total = Int(text) else { return nil }
+        guard let runCgroup, let total = readOOMKills() else { return nil }
         oomKills = total
         // The cgroup's count since it was made; earlier runs of the job in it had theirs.
         let kills = total - runCgroup.before.oomKills
@@ -629,6 +628,14 @@ actor CommandRun: RunHandle {
         return maxResident > inherited + (1 << 20) ? maxResident : nil
     }
 
+    /// The OOM killer's kills in the run's cgroup since it was made (`memory.events`), where the run has a
+    /// memory limit.
+    private func readOOMKills() -> Int? {
+        guard let cgroup, request.resources.memoryMax != nil || request.resources.memorySwapMax != nil,
+              let text = try? cgroup.keyed("memory.events")["oom_kill"] else { return nil }
+        return Int(text)
+    }
+
     /// The run's cgroup's counters now (`RunCgroupCounters`): what the cgroup says less what it said when
     /// the run began is what the run used. Only the files of controllers the runs have are read (`cpu.stat`
     /// is always there): looking up one that is not there takes the same lock of the cgroup file system as
@@ -639,7 +646,8 @@ actor CommandRun: RunHandle {
         return RunCgroupCounters(
             cpu: runCgroup.directory.cpuUsage(),
             ioRead: io?.read, ioWritten: io?.written,
-            oomKills: oomKills ?? runCgroup.before.oomKills)
+            // Read in `complete` unless the run was stopped; the next run's kills are counted from here.
+            oomKills: oomKills ?? readOOMKills() ?? runCgroup.before.oomKills)
     }
 
     /// What the run used, once it has ended having started its program: everything in its cgroup where it
