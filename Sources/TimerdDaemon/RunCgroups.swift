@@ -50,6 +50,9 @@ final class RunCgroups: Sendable {
     /// How long an idle cgroup is kept for its job's next run: removed by the sweep after `linger` to
     /// `linger` + 10% unused.
     let linger: Duration
+    private var lingerNanoseconds: UInt64 {
+        UInt64(linger.components.seconds) * 1_000_000_000 + UInt64(linger.components.attoseconds / 1_000_000_000)
+    }
     /// The runs' queue, where `events`' handlers run.
     private let queue: DispatchQueue
     /// Where cgroups are removed, together every 20–30 ms: an `rmdir` of a cgroup (its teardown in the
@@ -176,8 +179,7 @@ final class RunCgroups: Sendable {
         idle.peak = nil
         idle.before = counters
         idle.idleSince = DispatchTime.now().uptimeNanoseconds
-        let deadline = idle.idleSince + UInt64(linger.components.seconds) * 1_000_000_000
-            + UInt64(linger.components.attoseconds / 1_000_000_000)
+        let deadline = idle.idleSince + lingerNanoseconds
         let schedule = state.withLock { state -> Bool in
             state.jobs[idle.job, default: Job()].idle.append(idle)
             guard state.sweepAt == nil else { return false }
@@ -270,7 +272,7 @@ final class RunCgroups: Sendable {
     /// for when the oldest of those left will have been.
     private func sweep() {
         let now = DispatchTime.now().uptimeNanoseconds
-        let span = UInt64(linger.components.seconds) * 1_000_000_000 + UInt64(linger.components.attoseconds / 1_000_000_000)
+        let span = lingerNanoseconds
         let (expired, next) = state.withLock { state -> ([RunCgroup], UInt64?) in
             var expired: [RunCgroup] = []
             var oldest: UInt64?

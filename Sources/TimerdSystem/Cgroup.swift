@@ -152,8 +152,11 @@ public struct CgroupDirectory: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Whether it has the interface file `name`.
+    ///
+    /// The corresponding C function is `faccessat`.
     public func has(_ name: String) -> Bool {
-        FileSystem.fileExists(path + "/" + name)
+        guard let base else { return FileSystem.fileExists(path + "/" + name) }
+        return faccessat(base.directory.rawValue, base.below + "/" + name, F_OK, 0) == 0
     }
 
     /// Its child cgroups, deepest first (so they can be removed in this order).
