@@ -242,9 +242,12 @@ public actor Daemon {
             resourceSupport: RunResourceSupport(cgroups))
     }
 
-    /// The scheduling slice timerd's threads ask for: the shortest Linux gives (0.1 ms). A fire's turn on
-    /// the registry's queue and its spawn take about that (docs/performance.md, "Fire to command (round 9)").
-    static let schedulingSlice: UInt64 = 100_000
+    /// The scheduling slice timerd's threads ask for: 0.3 ms, shorter than the kernel's default on any
+    /// host (0.7 ms × (1 + log₂ CPUs)), so a thread that wakes still preempts a command, and long enough
+    /// for the loop's thread to handle a fire and the end of a run (about 0.3 ms at 1,000 fires/s) in one
+    /// turn: with the shortest Linux gives (0.1 ms) a command on the same CPU took over part-way
+    /// (docs/performance.md, "Fire to command (round 9)" and "(round 17)").
+    static let schedulingSlice: UInt64 = 300_000
 
     private nonisolated func reportSchedulingSlice(_ result: Result<Void, Errno>) {
         switch result {
