@@ -76,7 +76,7 @@ struct SystemdTests {
         #expect(refused.isEmpty, "\(refused.map(Testbed.message))")
         if let pid = properties["MainPID"], let sched = try? testbed.inside(["cat", "/proc/\(pid)/sched"]), sched.succeeded,
            let line = sched.stdout.split(separator: "\n").first(where: { $0.hasPrefix("se.slice") }) {
-            #expect(line.split(separator: " ").last == "100000", "\(line)")
+            #expect(line.split(separator: " ").last == "300000", "\(line)")
         }
     }
 
