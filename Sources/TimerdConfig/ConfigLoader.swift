@@ -640,8 +640,8 @@ private struct JobBuilder {
     }
 }
 
-/// "did you mean …?" hints for misspelled keys.
-enum KeySuggestion {
+/// "did you mean …?" hints for misspelled keys (and timerd's own options).
+public enum KeySuggestion {
     /// The key `key` was probably meant to be: its snake_case spelling, or one a typo or two away.
     static func closest(to key: String, among keys: [String]) -> String? {
         let snake = String(key.lowercased().map { $0 == "-" ? "_" : $0 })
@@ -654,7 +654,8 @@ enum KeySuggestion {
         closest(to: key, among: keys).map { " (did you mean \($0)?)" } ?? ""
     }
 
-    static func editDistance(_ a: String, _ b: String) -> Int {
+    /// Levenshtein distance between `a` and `b`, in Unicode scalars.
+    public static func editDistance(_ a: String, _ b: String) -> Int {
         let a = Array(a.unicodeScalars), b = Array(b.unicodeScalars)
         guard !a.isEmpty else { return b.count }
         var row = Array(0...b.count)

@@ -1,3 +1,4 @@
+import TimerdConfig
 import TimerdSystem
 
 /// `timerd`'s command line.
@@ -32,6 +33,17 @@ struct DaemonOptions {
         Docs: README.md and docs/ in the source tree.
         """
 
+    static let flags = ["--socket", "--config", "--state-dir", "--check-config", "--version", "--help"]
+
+    /// " (did you mean --check-config?)" for an unknown option that starts one option (`--check`) or is a
+    /// typo or two from one (`--confg`), or nothing.
+    static func suggestion(for flag: String) -> String {
+        let starting = flags.filter { $0.hasPrefix(flag) }
+        if flag.count > 3, starting.count == 1 { return " (did you mean \(starting[0])?)" }
+        guard let near = flags.first(where: { KeySuggestion.editDistance($0, flag) <= 2 }) else { return "" }
+        return " (did you mean \(near)?)"
+    }
+
     /// Parses `arguments` (without the program name). Throws a message for a usage error.
     static func parse(_ arguments: [String]) throws(UsageError) -> DaemonOptions {
         var options = DaemonOptions()
@@ -58,7 +70,8 @@ struct DaemonOptions {
             case "--version": options.showVersion = true
             case "--help", "-h": options.showHelp = true
             default:
-                throw UsageError(argument.hasPrefix("-") ? "unknown option \(argument)" : "unexpected argument \(argument)")
+                throw UsageError(argument.hasPrefix("-")
+                                 ? "unknown option \(argument)\(suggestion(for: flag))" : "unexpected argument \(argument)")
             }
             index += 1
         }

@@ -50,6 +50,12 @@ import TimerdTestSupport
         let bogus = try Daemon.run(timerd, ["--bogus"])
         #expect(bogus.status == 2)
         #expect(bogus.stderr == "timerd: error: unknown option --bogus\nSee 'timerd --help'.\n")
+        // An option cut short or misspelt gets the one it was probably meant to be.
+        let short = try Daemon.run(timerd, ["--check"])
+        #expect(short.status == 2)
+        #expect(short.stderr == "timerd: error: unknown option --check (did you mean --check-config?)\nSee 'timerd --help'.\n")
+        let typo = try Daemon.run(timerd, ["--confg=/etc/timerd.conf"])
+        #expect(typo.stderr.hasPrefix("timerd: error: unknown option --confg=/etc/timerd.conf (did you mean --config?)\n"))
         let missing = try Daemon.run(timerd, ["--socket"])
         #expect(missing.status == 2)
         #expect(missing.stderr.hasPrefix("timerd: error: --socket needs a value"))
