@@ -33,11 +33,12 @@ struct DaemonOptions {
         Docs: README.md and docs/ in the source tree.
         """
 
-    static let flags = ["--socket", "--config", "--state-dir", "--check-config", "--version", "--help"]
+    /// The options `parse` knows (its `switch`), for suggestions.
+    private static let flags = ["--socket", "--config", "--state-dir", "--check-config", "--version", "--help"]
 
     /// " (did you mean --check-config?)" for an unknown option that starts one option (`--check`) or is a
     /// typo or two from one (`--confg`), or nothing.
-    static func suggestion(for flag: String) -> String {
+    private static func suggestion(for flag: String) -> String {
         let starting = flags.filter { $0.hasPrefix(flag) }
         if flag.count > 3, starting.count == 1 { return " (did you mean \(starting[0])?)" }
         guard let near = flags.first(where: { KeySuggestion.editDistance($0, flag) <= 2 }) else { return "" }
