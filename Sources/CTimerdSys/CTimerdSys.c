@@ -119,6 +119,9 @@ int tsys_pipe_cloexec(int fds[2], int nonblocking_read) {
 #define SYS_clone3 435
 #endif
 #define TSYS_CLONE_INTO_CGROUP 0x200000000ULL
+#ifndef CLONE_PIDFD
+#define CLONE_PIDFD 0x00001000
+#endif
 
 // The kernel's struct clone_args (linux/sched.h, CLONE_ARGS_SIZE_VER2: with `cgroup`).
 struct tsys_clone_args {
@@ -492,7 +495,7 @@ static size_t count_strings(char *const list[], size_t *bytes) {
 }
 
 
-int tsys_spawn_start(pid_t *pid, struct tsys_spawn_pending **pending, const char *path, char *const argv[],
+int tsys_spawn_start(pid_t *pid, int *pidfd, struct tsys_spawn_pending **pending, const char *path, char *const argv[],
                      char *const envp[], const char *cwd, int output_fd, int error_fd,
                      const struct tsys_credentials *credentials, int cgroup_fd,
                      const struct tsys_process_settings *settings) {
@@ -574,10 +577,14 @@ int tsys_spawn_start(pid_t *pid, struct tsys_spawn_pending **pending, const char
     // clone3 takes the stack's lowest address and size (the kernel starts the child at the top). The
     // release store of everything above happens before clone3 (a system call, a full barrier). With
     // a cgroup, the child is born in it: nothing it does, not even a fork before its execve, runs
-    // outside it.
+    // outside it. CLONE_PIDFD: the kernel opens the child's pidfd (close-on-exec) as it makes the child,
+    // in this process's descriptor table only, so there is never a child without one, and no
+    // pidfd_open afterwards.
+    int child_pidfd = -1;
     struct tsys_clone_args args = {
-        .flags = CLONE_VM | CLONE_CHILD_CLEARTID | (cgroup_fd >= 0 ? TSYS_CLONE_INTO_CGROUP : 0) |
+        .flags = CLONE_VM | CLONE_CHILD_CLEARTID | CLONE_PIDFD | (cgroup_fd >= 0 ? TSYS_CLONE_INTO_CGROUP : 0) |
                  (settings != NULL && settings->set_oom_score_adj ? CLONE_VFORK : 0),
+        .pidfd = (uint64_t)(uintptr_t)&child_pidfd,
         .child_tid = (uint64_t)(uintptr_t)&block->tid,
         .exit_signal = SIGCHLD,
         .stack = (uint64_t)(uintptr_t)block->stack,
@@ -596,6 +603,7 @@ int tsys_spawn_start(pid_t *pid, struct tsys_spawn_pending **pending, const char
     }
     block->pid = child;
     *pid = child;
+    *pidfd = child_pidfd;
     *pending = (struct tsys_spawn_pending *)block;
     return 0;
 }

@@ -632,8 +632,8 @@ actor CommandRun: RunHandle {
     /// memory limit.
     private func readOOMKills() -> Int? {
         guard let cgroup, request.resources.memoryMax != nil || request.resources.memorySwapMax != nil,
-              let text = try? cgroup.keyed("memory.events")["oom_kill"] else { return nil }
-        return Int(text)
+              let kills = try? cgroup.number("oom_kill", in: "memory.events") else { return nil }
+        return Int(kills)
     }
 
     /// The run's cgroup's counters now (`RunCgroupCounters`): what the cgroup says less what it said when

@@ -96,12 +96,12 @@ public struct CgroupDirectory: Sendable, Hashable, CustomStringConvertible {
 
     /// Whether any process is in it or its children (`cgroup.events`: `populated`).
     public func isPopulated() throws(Errno) -> Bool {
-        try keyed("cgroup.events")["populated"] != "0"
+        try number("populated", in: "cgroup.events") != 0
     }
 
     /// CPU time used by everything that ran in it (`cpu.stat`: `usage_usec`), or nil.
     public func cpuUsage() -> Duration? {
-        guard let text = try? keyed("cpu.stat")["usage_usec"], let micros = Int64(text) else { return nil }
+        guard let micros = try? number("usage_usec", in: "cpu.stat") else { return nil }
         return .microseconds(micros)
     }
 
@@ -191,14 +191,58 @@ public struct CgroupDirectory: Sendable, Hashable, CustomStringConvertible {
             .split(separator: "\n").map(String.init)
     }
 
-    /// A flat-keyed interface file (`key value` lines) as a dictionary.
-    public func keyed(_ name: String) throws(Errno) -> [String: String] {
-        var values: [String: String] = [:]
-        for line in try lines(name) {
-            let parts = line.split(separator: " ", maxSplits: 1)
-            if parts.count == 2 { values[String(parts[0])] = String(parts[1]) }
+    /// The value of `key` in the flat-keyed interface file `name` (`key value` lines, as `cpu.stat` and
+    /// `cgroup.events`), or nil when it has no such line or its value is not a whole number.
+    ///
+    /// Read into a buffer on the stack and scanned where it lies: a run's end reads two of these, and
+    /// making each into a dictionary of strings was a third of their cost on the loop's thread
+    /// (docs/performance.md, "Fire to command (round 18)"). A read that does not fill the buffer had the
+    /// whole file: the kernel hands out a cgroup file's text at once.
+    public func number(_ key: String, in name: String) throws(Errno) -> Int64? {
+        let fd = try openFile(name, .readOnly)
+        defer { try? fd.close() }
+        var failure: Errno?
+        let value = withUnsafeTemporaryAllocation(byteCount: 4096, alignment: 1) { buffer -> Int64? in
+            var count = 0
+            while count < buffer.count {
+                let read: Int
+                do throws(Errno) {
+                    read = try fd.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[count...]))
+                } catch {
+                    failure = error
+                    return nil
+                }
+                count += read
+                if read == 0 || count < buffer.count { break }
+            }
+            return Self.number(key, in: UnsafeRawBufferPointer(rebasing: buffer[..<count]))
         }
-        return values
+        if let failure { throw failure }
+        return value
+    }
+
+    /// The value of `key` in `text` (`key value` lines), or nil.
+    static func number(_ key: String, in text: UnsafeRawBufferPointer) -> Int64? {
+        var key = key
+        return key.withUTF8 { key -> Int64? in
+            var start = 0
+            while start < text.count {
+                let end = text[start...].firstIndex(of: UInt8(ascii: "\n")) ?? text.count
+                let line = text[start..<end]
+                start = end + 1
+                guard line.count > key.count, line[line.startIndex + key.count] == UInt8(ascii: " "),
+                      line.starts(with: key) else { continue }
+                let digits = line[(line.startIndex + key.count + 1)...]
+                guard !digits.isEmpty, digits.count <= 18 else { return nil }
+                var value: Int64 = 0
+                for byte in digits {
+                    guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+                    value = value * 10 + Int64(byte - UInt8(ascii: "0"))
+                }
+                return value
+            }
+            return nil
+        }
     }
 }
 

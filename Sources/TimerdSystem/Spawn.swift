@@ -34,8 +34,6 @@ public struct SpawnError: Error, Sendable, Equatable, CustomStringConvertible {
         case credentials
         /// An argument or environment entry contains a NUL byte, or a name contains "=".
         case invalidArgument
-        /// The child started but could not be tracked (pidfd_open failed); it was killed.
-        case tracking
         /// The child could not be created in the cgroup it was given (clone3 with `CLONE_INTO_CGROUP`
         /// failed: not a cgroup v2 directory, a cgroup with controllers that has children, a limit).
         case cgroup
@@ -78,8 +76,6 @@ public struct SpawnError: Error, Sendable, Equatable, CustomStringConvertible {
                 + " (gid \(credentials.map { String($0.gid) } ?? "?")): \(errno)"
         case .invalidArgument:
             "cannot start \(program): an argument or environment entry contains a NUL byte or a bad name"
-        case .tracking:
-            "cannot track \(program) after starting it: \(errno)"
         case .cgroup:
             "cannot start \(program) in its cgroup: \(errno)"
         case .resources:
@@ -146,7 +142,7 @@ public enum Spawn {
     /// `output` without it; typically pipes' write ends, which the caller closes after this returns), and
     /// no other open descriptors. A `program` without "/" is searched in the absolute directories of
     /// `environment["PATH"]` (default `defaultSearchPath`); one with "/" is used as is, and if
-    /// relative, resolved in `workingDirectory`. Then opens a pidfd for the child.
+    /// relative, resolved in `workingDirectory`. The child's pidfd is made with it.
     ///
     /// With `credentials`, the child switches to that identity (supplementary groups, then real,
     /// effective and saved gid, then uid; checked, and for a uid other than 0 checked to be
@@ -167,7 +163,7 @@ public enum Spawn {
     /// reported it; nothing is left running then and nothing of `program` ran.
     ///
     /// The corresponding C functions are `clone3`, `setgroups`, `setresgid`, `setresuid`, `chdir`,
-    /// `execve` (in `tsys_spawn_start`) and `pidfd_open`.
+    /// `execve` (in `tsys_spawn_start`).
     public static func run(
         program: String,
         arguments: [String] = [],
@@ -197,10 +193,10 @@ public enum Spawn {
     /// never waits once the child was seen to exit. A child that could not start the program (the
     /// errors `run` throws from the child's side) exits with status 127 before running any of it.
     ///
-    /// Throws what `run` throws before the child exists: arguments, the PATH search, clone, pidfd_open.
+    /// Throws what `run` throws before the child exists: arguments, the PATH search, clone.
     ///
     /// The corresponding C functions are `clone3`, `setgroups`, `setresgid`, `setresuid`, `chdir`,
-    /// `execve` (in `tsys_spawn_start`) and `pidfd_open`.
+    /// `execve` (in `tsys_spawn_start`).
     public static func start(
         program: String,
         arguments: [String] = [],
@@ -242,30 +238,21 @@ public enum Spawn {
         }
 
         var pid: pid_t = 0
+        var pidfd: Int32 = -1
         var pending: OpaquePointer?
         let status = withCStringArray(argv) { argvPointer in
             withCStringArray(envp) { envpPointer in
                 withCCredentials(credentials) { credentialsPointer in
                     withCSettings(settings) { settingsPointer in
                         tsys_spawn_start(
-                            &pid, &pending, path, argvPointer, envpPointer, workingDirectory, output.rawValue,
+                            &pid, &pidfd, &pending, path, argvPointer, envpPointer, workingDirectory, output.rawValue,
                             errors?.rawValue ?? -1, credentialsPointer, cgroup?.rawValue ?? -1, settingsPointer)
                     }
                 }
             }
         }
         guard status == 0, let pending else { throw failed(cgroup == nil ? .program : .cgroup, Errno(rawValue: status)) }
-        let exec = PendingExec(pending, failure: failure)
-
-        let pidfd = tsys_pidfd_open(pid)
-        if pidfd == -1 {
-            let error = Errno.current
-            _ = Glibc.kill(pid, SIGKILL)
-            _ = try? ProcessControl.waitExit(pid: pid, blocking: true)
-            _ = exec.outcome()
-            throw failed(.tracking, error)
-        }
-        return (ChildProcess(pid: pid, pidfd: FileDescriptor(rawValue: pidfd)), exec)
+        return (ChildProcess(pid: pid, pidfd: FileDescriptor(rawValue: pidfd)), PendingExec(pending, failure: failure))
     }
 
     /// Finds `program` like execvp: as is if it contains "/", else the first executable regular

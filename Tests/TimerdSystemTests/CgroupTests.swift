@@ -58,4 +58,20 @@ import Testing
         #expect(CgroupDirectory(path: directory.path + "/nope").cpuUsage() == nil)
         #expect(throws: Errno.self) { try CgroupDirectory(path: directory.path + "/nope").isPopulated() }
     }
+
+    @Test func aKeysNumberIsItsWholeLinesValue() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        // A key that is a prefix of another's, a value that is not a number, a last line without "\n".
+        try FileSystem.writeAtomically(directory.path + "/cpu.stat", "usage_usec_x 7\nusage_usec 42\nname max\nlast 9")
+        let cgroup = CgroupDirectory(path: directory.path)
+        #expect(try cgroup.number("usage_usec", in: "cpu.stat") == 42)
+        #expect(try cgroup.number("usage", in: "cpu.stat") == nil)
+        #expect(try cgroup.number("name", in: "cpu.stat") == nil)
+        #expect(try cgroup.number("last", in: "cpu.stat") == 9)
+        #expect(try cgroup.number("absent", in: "cpu.stat") == nil)
+        // The populated flag of a file that does not say is taken as populated (nothing is removed then).
+        try FileSystem.writeAtomically(directory.path + "/cgroup.events", "frozen 0\n")
+        #expect(try cgroup.isPopulated())
+    }
 }

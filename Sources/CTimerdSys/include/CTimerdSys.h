@@ -93,7 +93,8 @@ struct tsys_spawn_pending;
 /// target, or (for a uid other than 0) that could be undone with setresuid(0, 0, 0), fails with EPERM.
 ///
 /// Does not wait for the child to reach execve: returns 0 as soon as the child exists, storing its
-/// pid in `*pid` and in `*pending` the memory the child runs on, which stays allocated until
+/// pid in `*pid`, its pidfd (close-on-exec, made with the child: clone3's CLONE_PIDFD) in `*pidfd`, and
+/// in `*pending` the memory the child runs on, which stays allocated until
 /// tsys_spawn_finish. Otherwise returns an errno value and nothing was started. The strings, arrays
 /// and credentials are copied: the caller may free them at once. Whether the child then reached
 /// execve is known once it has left this process's memory, at its execve or its exit
@@ -107,7 +108,7 @@ struct tsys_spawn_pending;
 /// change. With an OOM score adjustment, the caller waits for the child's execve or exit (CLONE_VFORK),
 /// as posix_spawn does: a process that shares the caller's memory and is not a vfork child passes an
 /// adjustment it makes on to every process sharing that memory (Linux's __set_oom_adj), the caller too.
-int tsys_spawn_start(pid_t *pid, struct tsys_spawn_pending **pending, const char *path, char *const argv[],
+int tsys_spawn_start(pid_t *pid, int *pidfd, struct tsys_spawn_pending **pending, const char *path, char *const argv[],
                      char *const envp[], const char *cwd, int output_fd, int error_fd,
                      const struct tsys_credentials *credentials, int cgroup_fd,
                      const struct tsys_process_settings *settings);
