@@ -639,35 +639,3 @@ private struct JobBuilder {
         return indices[high]
     }
 }
-
-/// "did you mean …?" hints for misspelled keys (and timerd's own options).
-public enum KeySuggestion {
-    /// The key `key` was probably meant to be: its snake_case spelling, or one a typo or two away.
-    static func closest(to key: String, among keys: [String]) -> String? {
-        let snake = String(key.lowercased().map { $0 == "-" ? "_" : $0 })
-        if snake != key, keys.contains(snake) { return snake }
-        return keys.first { editDistance($0, snake) <= (key.count > 4 ? 2 : 1) }
-    }
-
-    /// ` (did you mean KEY?)`, or nothing.
-    static func suggest(for key: String, among keys: [String]) -> String {
-        closest(to: key, among: keys).map { " (did you mean \($0)?)" } ?? ""
-    }
-
-    /// Levenshtein distance between `a` and `b`, in Unicode scalars.
-    public static func editDistance(_ a: String, _ b: String) -> Int {
-        let a = Array(a.unicodeScalars), b = Array(b.unicodeScalars)
-        guard !a.isEmpty else { return b.count }
-        var row = Array(0...b.count)
-        for i in 1...a.count {
-            var previous = row[0]
-            row[0] = i
-            for j in stride(from: 1, through: b.count, by: 1) {
-                let saved = row[j]
-                row[j] = min(row[j] + 1, row[j - 1] + 1, previous + (a[i - 1] == b[j - 1] ? 0 : 1))
-                previous = saved
-            }
-        }
-        return row[b.count]
-    }
-}

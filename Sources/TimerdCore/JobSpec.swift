@@ -177,7 +177,7 @@ public struct JobSpec: Equatable, Sendable {
                 }
                 single[key] = option.value
             default:
-                throw TimerdError(.badArgument, "unknown key \"\(option.key)\"\(Self.suggestion(for: option.key))", key: option.key)
+                throw TimerdError(.badArgument, "unknown key \"\(option.key)\"\(KeySuggestion.suggest(for: option.key, among: Self.keys))", key: option.key)
             }
         }
         // With sets, not by comparing each pair with all before it: a 64 KiB request line holds thousands.
@@ -618,30 +618,5 @@ public struct JobSpec: Equatable, Sendable {
         }
         guard !value.utf8.contains(0) else { throw TimerdError(.badArgument, "\(key): value contains a NUL byte", key: key) }
         return KeyValue(name, value)
-    }
-
-    static func suggestion(for key: String) -> String {
-        let normalized = String(key.lowercased().map { $0 == "-" ? "_" : $0 })
-        if normalized != key, keys.contains(normalized) { return " (did you mean \(normalized)?)" }
-        // One edit away is almost always a typo.
-        if let close = keys.first(where: { editDistance($0, key) <= (key.count > 4 ? 2 : 1) }) {
-            return " (did you mean \(close)?)"
-        }
-        return ""
-    }
-
-    static func editDistance(_ a: String, _ b: String) -> Int {
-        let a = Array(a.unicodeScalars), b = Array(b.unicodeScalars)
-        var row = Array(0...b.count)
-        for i in 1...max(1, a.count) where !a.isEmpty {
-            var previous = row[0]
-            row[0] = i
-            for j in stride(from: 1, through: b.count, by: 1) {
-                let saved = row[j]
-                row[j] = min(row[j] + 1, row[j - 1] + 1, previous + (a[i - 1] == b[j - 1] ? 0 : 1))
-                previous = saved
-            }
-        }
-        return row[b.count]
     }
 }

@@ -1,3 +1,4 @@
+import TimerdCore
 import TimerdConfig
 import TimerdSystem
 
